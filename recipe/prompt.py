@@ -1,0 +1,157 @@
+"""A rendered prompt as segments (special token | plain text), and its exact token ids.
+
+Only an encoding's template creates :class:`Special` segments; text from messages, tools and
+schemas is always a :class:`Text` segment and is encoded with ``encode_ordinary``, so a user can
+never forge a special token (DeepSeek-V4 tokenizer rules: only special tokens are safe boundaries,
+adjacent plain text is joined before encoding).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Union
+
+from recipe.tokenizer import Tokenizer
+
+__all__ = ["Special", "Text", "Segment", "Prompt", "SegmentCache", "encode_prompt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Special:
+    """A template special token, by spelling (e.g. ``"<｜User｜>"``)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Plain text, encoded with ``encode_ordinary``."""
+
+    text: str
+
+
+Segment = Union[Special, Text]
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A rendered prompt.
+
+    Attributes:
+        segments: special and text segments in order (adjacent texts may appear; they are joined
+            before encoding).
+    """
+
+    segments: tuple[Segment, ...]
+
+    @property
+    def text(self) -> str:
+        """The prompt as one string (special tokens spelled out)."""
+        return "".join(s.text for s in self.segments)
+
+    @property
+    def special_ranges(self) -> list[tuple[int, int]]:
+        """Code-point ``[start, end)`` offsets of the template's special tokens in :attr:`text`."""
+        out: list[tuple[int, int]] = []
+        pos = 0
+        for s in self.segments:
+            n = len(s.text)
+            if type(s) is Special:
+                out.append((pos, pos + n))
+            pos += n
+        return out
+
+    def chunks(self) -> list[tuple[bool, str]]:
+        """``(is_special, text)`` pairs with adjacent plain texts joined and empty texts dropped."""
+        out: list[tuple[bool, str]] = []
+        buf: list[str] = []
+        for s in self.segments:
+            if type(s) is Special:
+                if buf:
+                    t = "".join(buf)
+                    if t:
+                        out.append((False, t))
+                    buf = []
+                out.append((True, s.text))
+            else:
+                buf.append(s.text)
+        if buf:
+            t = "".join(buf)
+            if t:
+                out.append((False, t))
+        return out
+
+
+class SegmentCache:
+    """Exact, memory-bounded cache: plain-text chunk -> its ``encode_ordinary`` ids.
+
+    Keyed by the whole text between two special tokens, so a hit returns exactly what encoding
+    would (text is only ever split at special tokens). Bounded by the total characters held
+    (``max_chars``, default 64 Mi code points); least recently used chunks are evicted first.
+    Chunks shorter than ``min_chars`` are encoded directly (cheaper than caching). Thread-safe.
+    """
+
+    def __init__(self, max_chars: int = 64 * 1024 * 1024, min_chars: int = 256) -> None:
+        self.max_chars = max_chars
+        self.min_chars = min_chars
+        self._data: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def encode(self, tokenizer: Tokenizer, text: str) -> tuple[int, ...] | list[int]:
+        """Ids of ``text`` (from cache when present). The tokenizer's fingerprint is part of the key."""
+        if len(text) < self.min_chars:
+            return tokenizer.encode_ordinary(text)
+        key = tokenizer.fingerprint + text
+        with self._lock:
+            ids = self._data.get(key)
+            if ids is not None:
+                self._data.move_to_end(key)
+                self.hits += 1
+                return ids
+        ids = tuple(tokenizer.encode_ordinary(text))
+        with self._lock:
+            self.misses += 1
+            if len(key) <= self.max_chars and key not in self._data:
+                self._data[key] = ids
+                self._chars += len(key)
+                while self._chars > self.max_chars:
+                    old, _ = self._data.popitem(last=False)
+                    self._chars -= len(old)
+        return ids
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._data.clear()
+            self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def encode_prompt(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | None = None) -> list[int]:
+    """Token ids of ``prompt``: each special segment by id, each joined plain chunk by ``encode_ordinary``.
+
+    Args:
+        tokenizer: the vocabulary.
+        prompt: rendered segments.
+        cache: optional :class:`SegmentCache` for long repeated chunks (agent loops re-send history).
+
+    Raises:
+        KeyError: a special segment whose spelling is not an added token of ``tokenizer``.
+    """
+    ids: list[int] = []
+    specials = tokenizer.special_tokens
+    for is_special, text in prompt.chunks():
+        if is_special:
+            ids.append(specials[text])
+        elif cache is not None:
+            ids.extend(cache.encode(tokenizer, text))
+        else:
+            ids.extend(tokenizer.encode_ordinary(text))
+    return ids
