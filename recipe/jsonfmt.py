@@ -1,0 +1,284 @@
+"""JSON parsing and printing with deepseek-recipe 0.2.0's number rules and prompt layout.
+
+Source of the rules: deepseek-recipe 0.2.0 as observed (behaviour map §1.2.6, §1.9, §4):
+
+* **Parsing** (tool-call arguments, tool schemas, request bodies): integers inside
+  ``[-2**63, 2**64 - 1]`` stay ``int``; integers outside become ``float``; ``-0`` becomes ``-0.0``;
+  a number whose float value overflows (``1e400``, a 400-digit integer) is an error, as are
+  ``NaN``/``Infinity``, trailing garbage, trailing commas, lone surrogate escapes and raw control
+  characters in strings. Whitespace is ``" \\t\\n\\r"`` only. Duplicate keys: the last value wins,
+  at the position of the first.
+* **Printing**: the prompt printer uses separators ``", "`` / ``": "``, the compact printer ``","`` /
+  ``":"``. Non-ASCII is printed raw; escapes are ``\\" \\\\ \\n \\t \\r \\b \\f`` and ``\\u00xx``
+  (lowercase) for the other control characters; U+007F and U+2028 are raw. Floats use the
+  shortest round-trip digits, fixed notation when the decimal exponent E satisfies
+  ``-5 <= E < 16`` (``.0`` appended when integral), otherwise ``d[.ddd]e±X`` (``1e+16``,
+  ``1.5e-7``). Non-finite floats print as ``null``. Key order is preserved.
+
+The hot path is orjson (its string escaping and float format are exactly the rules above; checked
+at import, with a pure-Python printer as the fallback).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import orjson
+
+from recipe.errors import RequestError
+
+__all__ = [
+    "JSONNumberOutOfRange",
+    "parse_json_value",
+    "loads_request",
+    "dumps_prompt",
+    "dumps_compact",
+    "format_float",
+]
+
+_I64_MIN = -(2**63)
+_U64_MAX = 2**64 - 1
+
+
+class JSONNumberOutOfRange(ValueError):
+    """A JSON number whose value does not fit an f64 (``1e400``); deepseek-recipe rejects it.
+
+    Attributes:
+        line: 1-based line of the number's last character.
+        column: 1-based column of the number's last character (serde_json's convention).
+    """
+
+    def __init__(self, line: int, column: int) -> None:
+        super().__init__(f"number out of range at line {line} column {column}")
+        self.line = line
+        self.column = column
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------------------------
+
+#: A JSON string token or a JSON number token (used only on slow/error paths).
+_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)', re.S)
+#: An integer ``-0`` token candidate (may also match inside a string; then we only lose speed).
+_NEG_ZERO_RE = re.compile(r"-0(?![0-9.eE])")
+
+
+def _line_col(text: str, end: int) -> tuple[int, int]:
+    """1-based (line, column) of the character at index ``end - 1`` (serde_json convention)."""
+    line = text.count("\n", 0, end) + 1
+    start = text.rfind("\n", 0, end) + 1
+    return line, end - start
+
+
+def _find_out_of_range(text: str) -> JSONNumberOutOfRange | None:
+    """The first number token outside strings whose float value overflows, if any."""
+    for m in _TOKEN_RE.finditer(text):
+        num = m.group(1)
+        if num is not None and math.isinf(float(num)):
+            return JSONNumberOutOfRange(*_line_col(text, m.end(1)))
+    return None
+
+
+def _int_hook(s: str) -> int | float:
+    if s == "-0":
+        return -0.0
+    if len(s) <= 20:
+        n = int(s)
+        if _I64_MIN <= n <= _U64_MAX:
+            return n
+    f = float(s)
+    if math.isinf(f):
+        raise OverflowError(s)
+    return f
+
+
+def _float_hook(s: str) -> float:
+    f = float(s)
+    if math.isinf(f):
+        raise OverflowError(s)
+    return f
+
+
+def _reject_constant(s: str) -> Any:
+    raise ValueError(f"invalid JSON literal {s}")
+
+
+_SLOW_DECODER = json.JSONDecoder(parse_int=_int_hook, parse_float=_float_hook, parse_constant=_reject_constant)
+
+
+def _parse_text(text: str | bytes) -> Any:
+    """Shared body of :func:`parse_json_value` / :func:`loads_request`; raises ValueError."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            try:
+                text = bytes(text).decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"invalid UTF-8: {exc}") from None
+        oor = _find_out_of_range(text) if "infinity" in str(exc) else None
+        if oor is not None:
+            raise oor from None
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    # orjson reads the integer -0 as 0; deepseek-recipe keeps the sign (as a float).
+    if isinstance(text, str):
+        has_neg_zero = "-0" in text and _NEG_ZERO_RE.search(text) is not None
+    else:
+        has_neg_zero = b"-0" in text and _NEG_ZERO_RE.search(bytes(text).decode("utf-8")) is not None
+    if has_neg_zero:
+        if not isinstance(text, str):
+            text = bytes(text).decode("utf-8")
+        value = _SLOW_DECODER.decode(text)
+    return value
+
+
+def parse_json_value(text: str | bytes) -> Any:
+    """Parse one JSON document with deepseek-recipe's number rules (see module docstring).
+
+    Args:
+        text: JSON text (``str``) or UTF-8 bytes; surrounding JSON whitespace is allowed.
+
+    Returns:
+        dict / list / str / int / float / bool / None, objects as ``dict`` in document order.
+
+    Raises:
+        JSONNumberOutOfRange: a number overflows f64 (a ValueError subclass).
+        ValueError: anything else that is not exactly one valid JSON value.
+    """
+    return _parse_text(text)
+
+
+def loads_request(data: str | bytes) -> Any:
+    """Parse a whole request body with the same number rules as :func:`parse_json_value`.
+
+    Raises:
+        RequestError: ``stage="parse"``, status 400, message ``"invalid JSON request: …"``;
+            for an overflowing number exactly deepseek-recipe's
+            ``invalid JSON request: number out of range at line L column C``.
+    """
+    try:
+        return _parse_text(data)
+    except ValueError as exc:
+        raise RequestError(f"invalid JSON request: {exc}", stage="parse") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Printing
+# ---------------------------------------------------------------------------------------------
+
+
+def format_float(value: float) -> str:
+    """Format a float as deepseek-recipe does (§1.2.6): ``1000.0``, ``0.00001``, ``1e+16``, ``1.5e-7``.
+
+    Non-finite values give ``"null"`` (serde_json's behaviour).
+    """
+    if not math.isfinite(value):
+        return "null"
+    r = repr(value)
+    if "e" not in r:
+        return r  # Python uses fixed notation for -4 <= E < 16: identical to the target there
+    mantissa, exp_text = r.split("e")
+    exponent = int(exp_text)
+    if exponent == -5:
+        sign = "-" if mantissa.startswith("-") else ""
+        return sign + "0.0000" + mantissa.lstrip("-").replace(".", "")
+    return f"{mantissa}e{'+' if exponent > 0 else '-'}{abs(exponent)}"
+
+
+_encode_str = json.encoder.encode_basestring  # C-accelerated; escapes exactly the target's set
+
+
+def _py_dumps(value: Any, comma: str, colon: str) -> str:
+    """Pure-Python printer (fallback when orjson cannot print the value)."""
+    parts: list[str] = []
+    append = parts.append
+
+    def emit(v: Any) -> None:
+        if isinstance(v, str):
+            append(_encode_str(v))
+        elif v is None:
+            append("null")
+        elif v is True:
+            append("true")
+        elif v is False:
+            append("false")
+        elif isinstance(v, int):
+            append(int.__repr__(v))
+        elif isinstance(v, float):
+            append(format_float(v))
+        elif isinstance(v, dict):
+            append("{")
+            first = True
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    raise TypeError(f"JSON object keys must be str, not {type(k).__name__}")
+                if not first:
+                    append(comma)
+                first = False
+                append(_encode_str(k))
+                append(colon)
+                emit(item)
+            append("}")
+        elif isinstance(v, (list, tuple)):
+            append("[")
+            for i, item in enumerate(v):
+                if i:
+                    append(comma)
+                emit(item)
+            append("]")
+        else:
+            raise TypeError(f"{type(v).__name__} is not JSON serialisable")
+
+    emit(value)
+    return "".join(parts)
+
+
+#: Splits orjson output into non-string (even indices) and string (odd indices) runs.
+_STRING_SPLIT_RE = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")', re.S)
+
+_PROBE = [1e16, 1e-5, 1.5e-7, 100.0, -0.0, 5e-324, 1.7976931348623157e308, 1e15, 0.0001, 1e-6]
+_ORJSON_OK = (
+    orjson.dumps(_PROBE).decode() == "[" + ",".join(format_float(f) for f in _PROBE) + "]"
+    and orjson.dumps("\x00\x1f\x7f\u2028\b\f\n\r\t\"\\é") == '"\\u0000\\u001f\x7f\u2028\\b\\f\\n\\r\\t\\"\\\\é"'.encode()
+)
+
+
+def _orjson_compact(value: Any) -> str | None:
+    if not _ORJSON_OK:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # big int, non-str key, foreign type: let the Python printer decide
+        return None
+
+
+def dumps_compact(value: Any) -> str:
+    """Compact JSON (separators ``","`` / ``":"``) as in ``OutputConstraint.schema`` (§4).
+
+    Raises:
+        TypeError: a value that is not dict/list/tuple/str/int/float/bool/None, or a non-str key.
+    """
+    out = _orjson_compact(value)
+    return out if out is not None else _py_dumps(value, ",", ":")
+
+
+def dumps_prompt(value: Any) -> str:
+    """JSON as printed inside the V4 prompt (separators ``", "`` / ``": "``; §1.2.6).
+
+    Raises:
+        TypeError: as :func:`dumps_compact`.
+    """
+    if isinstance(value, str):
+        return _encode_str(value)
+    out = _orjson_compact(value)
+    if out is None:
+        return _py_dumps(value, ", ", ": ")
+    if '"' not in out:
+        return out.replace(",", ", ").replace(":", ": ")
+    pieces = _STRING_SPLIT_RE.split(out)
+    pieces[::2] = [p.replace(",", ", ").replace(":", ": ") for p in pieces[::2]]
+    return "".join(pieces)
