@@ -53,7 +53,7 @@ def _official_case(n: int) -> tuple[list[dict], str, str]:
 
 
 def _encoder_rows() -> list[dict]:
-    lines = (ENCODER / "deepseek_v4_prompts.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (ENCODER / "deepseek_v4_prompts.jsonl").read_text(encoding="utf-8").split("\n")
     return [json.loads(line) for line in lines if line.strip()]
 
 
