@@ -1,0 +1,393 @@
+"""OpenAI Chat Completions: request models and conversion to a :class:`~recipe.conversation.Conversation`.
+
+Conversion follows deepseek-recipe 0.2.0 (behaviour map §1.4 "Chat Completions", §1.5–1.9):
+schema problems are ``parse``-stage errors, semantic problems ``convert``-stage errors, both 400
+with an OpenAI error body.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, field_validator
+
+from recipe.api import common
+from recipe.api.wire import U32, U64, WireModel, parse_body
+from recipe.conversation import (
+    AssistantMessage,
+    Conversation,
+    LatestReminderMessage,
+    Message,
+    ResponseFormat,
+    Sampling,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from recipe.errors import RequestError
+from recipe.options import Options
+
+__all__ = ["ChatCompletionRequest", "parse_chat_request", "chat_to_conversation"]
+
+
+# --- request model ------------------------------------------------------------------------------
+
+
+class TextPart(WireModel):
+    type: Literal["text"]
+    text: str
+
+
+class ImageUrl(WireModel):
+    url: str
+    detail: str | None = None
+
+
+class ImagePart(WireModel):
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+class FilePart(WireModel):
+    type: Literal["file"]
+    file: dict[str, Any] = Field(default_factory=dict)
+
+
+Part = Annotated[Union[TextPart, ImagePart, FilePart], Field(discriminator="type")]
+Content = Union[str, list[Part]]
+
+
+def _require_content(v: Any) -> Any:
+    if not isinstance(v, (str, list)):
+        raise ValueError("content should be a string or a list")
+    return v
+
+
+class SystemMsg(WireModel):
+    role: Literal["system"]
+    content: Content
+
+    _check = field_validator("content", mode="before")(_require_content)
+
+
+class UserMsg(WireModel):
+    role: Literal["user"]
+    content: Content
+
+    _check = field_validator("content", mode="before")(_require_content)
+
+
+class LatestReminderMsg(WireModel):
+    role: Literal["latest_reminder"]
+    content: Content
+
+    _check = field_validator("content", mode="before")(_require_content)
+
+
+class FunctionCall(WireModel):
+    name: str
+    arguments: str
+
+
+class ToolCallModel(WireModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class AssistantMsg(WireModel):
+    role: Literal["assistant"]
+    content: Content | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCallModel] | None = None
+    prefix: bool = False
+
+
+class ToolMsg(WireModel):
+    role: Literal["tool"]
+    tool_call_id: str
+    content: Content
+
+    _check = field_validator("content", mode="before")(_require_content)
+
+
+ChatMessage = Annotated[
+    Union[SystemMsg, UserMsg, AssistantMsg, ToolMsg, LatestReminderMsg], Field(discriminator="role")
+]
+
+
+class FunctionDef(WireModel):
+    name: str
+    description: str | None = None
+    parameters: Any = None
+    strict: bool | None = None
+
+
+class ToolDef(WireModel):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(WireModel):
+    name: str
+
+
+class NamedToolChoice(WireModel):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class Thinking(WireModel):
+    type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: Any = None
+
+
+class JsonSchemaSpec(WireModel):
+    name: str | None = None
+    schema_: Any = Field(alias="schema")
+    strict: bool | None = None
+    description: str | None = None
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _present(cls, v: Any) -> Any:
+        return v
+
+
+class RFText(WireModel):
+    type: Literal["text"]
+
+
+class RFJsonObject(WireModel):
+    type: Literal["json_object"]
+
+
+class RFJsonSchema(WireModel):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+class RFRegex(WireModel):
+    type: Literal["regex"]
+    regex: str
+
+
+ResponseFormatModel = Annotated[Union[RFText, RFJsonObject, RFJsonSchema, RFRegex], Field(discriminator="type")]
+
+
+class StreamOptions(WireModel):
+    include_usage: bool | None = None
+
+
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"]
+
+
+class ChatCompletionRequest(WireModel):
+    """A Chat Completions request body (the fields that matter; unknown keys are ignored)."""
+
+    model: str
+    messages: list[ChatMessage]
+    tools: list[ToolDef] | None = None
+    tool_choice: Union[Literal["none", "auto", "required"], NamedToolChoice, None] = None
+    thinking: Thinking | None = None
+    reasoning_effort: Effort | None = None
+    response_format: ResponseFormatModel | None = None
+    stop: Union[str, list[str], None] = None
+    max_tokens: U32 | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    n: U32 | None = None
+    seed: U64 | None = None
+    logprobs: bool | None = None
+    top_logprobs: U32 | None = None
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+
+
+def parse_chat_request(body: Any) -> ChatCompletionRequest:
+    """Validate a Chat Completions body (dict, JSON text or bytes).
+
+    Raises:
+        RequestError: stage ``parse`` (missing field, wrong type, unknown role or part type, bad JSON).
+    """
+    return parse_body(ChatCompletionRequest, body)
+
+
+# --- conversion ---------------------------------------------------------------------------------
+
+
+def _join(content: Content | None) -> str:
+    """Content parts joined with ``\\n\\n`` (empty parts kept); images/files -> placeholder (Pro)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n\n".join(p.text if isinstance(p, TextPart) else common.UNSUPPORTED_IMAGE for p in content)
+
+
+def _check_pairing(msgs: list[Any]) -> None:
+    """Every tool message answers the preceding assistant's calls; every call gets exactly one answer."""
+    pending: list[str] | None = None  # call ids still awaiting a tool message
+    answered: set[str] = set()
+    for i, m in enumerate(msgs):
+        if isinstance(m, ToolMsg):
+            if pending is None:
+                raise RequestError(
+                    "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
+                    param=f"messages[{i}]",
+                )
+            if m.tool_call_id in answered:
+                raise RequestError(
+                    f"Duplicate value for 'tool_call_id' of {m.tool_call_id} in message[{i}]",
+                    param=f"messages[{i}].tool_call_id",
+                )
+            answered.add(m.tool_call_id)
+            if m.tool_call_id in pending:
+                pending.remove(m.tool_call_id)
+            continue
+        if pending:
+            _missing(pending, answered, i)
+        pending, answered = None, set()
+        if isinstance(m, AssistantMsg) and m.tool_calls:
+            pending = [c.id for c in m.tool_calls]
+    if pending:
+        _missing(pending, answered, len(msgs))
+
+
+def _missing(pending: list[str], answered: set[str], i: int) -> None:
+    head = "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'."
+    if answered:
+        raise RequestError(f"{head[:-1]}, The following tool_call_ids did not have response messages: {', '.join(pending)}", param=f"messages[{i}]")
+    raise RequestError(f"{head} (insufficient tool messages following tool_calls message)", param=f"messages[{i}]")
+
+
+def _message(i: int, m: Any) -> Message:
+    if isinstance(m, SystemMsg):
+        return SystemMessage(_join(m.content))
+    if isinstance(m, UserMsg):
+        return UserMessage(_join(m.content))
+    if isinstance(m, LatestReminderMsg):
+        return LatestReminderMessage(_join(m.content))
+    if isinstance(m, ToolMsg):
+        return ToolMessage(m.tool_call_id, _join(m.content))
+    if m.tool_calls is not None and len(m.tool_calls) == 0:
+        raise RequestError(
+            f"Invalid 'messages[{i}].tool_calls': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+            param=f"messages[{i}].tool_calls",
+        )
+    if m.content is None and not m.tool_calls:
+        raise RequestError("Invalid assistant message: content or tool_calls must be set", param=f"messages[{i}]")
+    calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or ())
+    content = None if m.content is None else _join(m.content)
+    return AssistantMessage(content, m.reasoning_content, calls, m.prefix)
+
+
+def _response_format(rf: Any) -> ResponseFormat:
+    if rf is None or isinstance(rf, RFText):
+        return ResponseFormat("text")
+    if isinstance(rf, RFJsonObject):
+        return ResponseFormat("json_object")
+    if isinstance(rf, RFRegex):
+        return ResponseFormat("regex", regex=rf.regex)
+    js = rf.json_schema
+    return ResponseFormat("json_schema", schema=js.schema_, name=js.name, strict=js.strict)
+
+
+def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conversation:
+    """Convert a validated request into a Conversation (deepseek-recipe 0.2.0 rules).
+
+    Raises:
+        RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
+    """
+    common.check_model(req.model, options)
+    if not req.messages:
+        raise RequestError("Empty input messages", param="messages")
+    thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options)
+
+    messages = tuple(_message(i, m) for i, m in enumerate(req.messages))
+    last = len(req.messages) - 1
+    for i, m in enumerate(req.messages):
+        if isinstance(m, AssistantMsg) and m.prefix and i != last:
+            raise RequestError(
+                "Invalid completion message: prefix set true with message which is not final message or message role is not assistant",
+                param=f"messages[{i}].prefix",
+            )
+    has_prefix = isinstance(req.messages[-1], AssistantMsg) and req.messages[-1].prefix
+    if has_prefix and (req.tools or any(isinstance(m, AssistantMsg) and m.tool_calls for m in req.messages)):
+        raise RequestError("Function call should not be used with prefix", param="tools")
+    _check_pairing(list(req.messages))
+    if options.reasoning_content_behavior == "reject" and thinking:
+        _check_reasoning_present(req.messages)
+
+    tools = tuple(
+        common.build_tool(t.function.name, t.function.description, t.function.parameters, t.function.strict, f"tools[{k}].function.name")
+        for k, t in enumerate(req.tools or ())
+    )
+    tc = req.tool_choice
+    mode, name = ("auto", None) if tc is None else (tc, None) if isinstance(tc, str) else ("required", tc.function.name)
+    tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking)
+    common.check_strict_mixing(tools)
+
+    rf = _response_format(req.response_format)
+    if rf.type == "json_object" and not common.mentions_json(_texts(messages)):
+        raise RequestError(
+            "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.",
+            param="response_format",
+        )
+    common.check_sampling(req.temperature, req.top_p)
+    if req.n is not None and req.n != 1:
+        raise RequestError("Invalid n value (currently only n = 1 is supported)", param="n")
+    for key in ("presence_penalty", "frequency_penalty"):
+        v = getattr(req, key)
+        if v is not None and not -2 <= v <= 2:
+            raise RequestError(f"Invalid {key} value, the valid range of {key} is [-2, 2]", param=key)
+    if req.top_logprobs is not None and (req.top_logprobs > 20 or not req.logprobs):
+        raise RequestError(
+            "Invalid top_logprobs and logprobs value, logprobs must be set to true if top_logprobs is used.",
+            param="top_logprobs",
+        )
+    max_tokens = common.check_max_tokens(req.max_tokens, thinking, options, clamp=False, field="max_tokens")
+    stop_list = [req.stop] if isinstance(req.stop, str) else list(req.stop or ())
+    stop = common.check_stop(stop_list, "stop", indexed=False)
+
+    sampling = Sampling(
+        temperature=1.0 if thinking else common.f32(req.temperature if req.temperature is not None else 1.0),
+        top_p=common.thinking_top_p(tools) if thinking else common.f32(req.top_p if req.top_p is not None else 1.0),
+        seed=req.seed,
+        logprobs=bool(req.logprobs),
+        top_logprobs=req.top_logprobs,
+    )
+    return Conversation(
+        messages=tuple(m for m in messages if not (type(m) is SystemMessage and m.content == "")),
+        tools=tools,
+        tool_choice=tool_choice,
+        thinking=thinking,
+        reasoning_effort=effort,
+        response_format=rf,
+        max_tokens=max_tokens,
+        stop=stop,
+        sampling=sampling,
+    )
+
+
+def _texts(messages: tuple[Message, ...]) -> list[str]:
+    out: list[str] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            out.append(m.content or "")
+        else:
+            out.append(m.content)
+    return out
+
+
+def _check_reasoning_present(msgs: list[Any]) -> None:
+    last_user = max((i for i, m in enumerate(msgs) if isinstance(m, UserMsg)), default=-1)
+    for i, m in enumerate(msgs[last_user + 1 :], start=last_user + 1):
+        if isinstance(m, AssistantMsg) and m.reasoning_content is None:
+            raise RequestError(
+                "The `reasoning_content` in the thinking mode must be passed back to the API.",
+                param=f"messages[{i}].reasoning_content",
+            )

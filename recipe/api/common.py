@@ -1,0 +1,238 @@
+"""Conversion rules shared by the three API adapters (deepseek-recipe behaviour map §1.5–1.8).
+
+Each function checks one rule and raises :class:`~recipe.errors.RequestError` (stage ``convert``,
+status 400) with the parity target's message and the field path.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from recipe.conversation import (
+    AssistantMessage,
+    Conversation,
+    OutputConstraint,
+    ParsingOptions,
+    ReasoningEffort,
+    ToolChoice,
+    ToolDefinition,
+)
+from recipe.errors import RequestError
+from recipe.options import Options
+from recipe.structured import (
+    json_schema_constraint,
+    normalize_strict_schema,
+    tools_constraint_json,
+    validate_tool_parameters,
+)
+
+__all__ = [
+    "EFFORT_LEVELS",
+    "check_model",
+    "resolve_thinking",
+    "build_tool",
+    "check_strict_mixing",
+    "resolve_tool_choice",
+    "check_sampling",
+    "check_max_tokens",
+    "check_stop",
+    "mentions_json",
+    "output_constraint",
+    "parsing_options",
+    "f32",
+    "thinking_top_p",
+    "UNSUPPORTED_IMAGE",
+]
+
+UNSUPPORTED_IMAGE = "[Unsupported Image]"
+
+#: API effort level -> effective effort (None: thinking off). Behaviour map §1.6.
+EFFORT_LEVELS: dict[str, ReasoningEffort | None] = {
+    "none": None,
+    "minimal": "low",
+    "low": "low",
+    "medium": "high",
+    "high": "high",
+    "xhigh": "xhigh",
+    "ultra": "max",
+    "max": "max",
+}
+
+_TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to IEEE single precision, as the parity target stores sampling values."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def thinking_top_p(tools: Sequence[ToolDefinition]) -> float:
+    """top_p forced in thinking mode on V4: f32(0.95) when tools are rendered, else 1.0 (observed)."""
+    return f32(0.95) if tools else 1.0
+
+
+def check_model(model: str, options: Options) -> str:
+    """Encoding name for ``model``; unknown names are a 400 listing the supported names in byte order."""
+    encoding = options.models.get(model)
+    if encoding is None:
+        names = ", ".join(sorted(options.models))
+        raise RequestError(f"The supported API model names are {names}, but you passed {model}.", param="model")
+    return encoding
+
+
+def resolve_thinking(thinking_type: str | None, effort: str | None, options: Options) -> tuple[bool, ReasoningEffort | None]:
+    """(thinking on?, effective effort) from the API's thinking switch and effort level (§1.6).
+
+    An explicit ``thinking.type`` wins (``enabled``/``adaptive`` on, ``disabled`` off); else effort
+    ``none`` turns thinking off and any other effort turns it on; else ``options.default_thinking``.
+    Thinking without an effort means ``high``.
+    """
+    if thinking_type is not None:
+        on = thinking_type != "disabled"
+    elif effort is not None:
+        on = effort != "none"
+    else:
+        on = options.default_thinking
+    if not on:
+        return False, None
+    return True, EFFORT_LEVELS.get(effort or "high") or "high"
+
+
+def build_tool(name: str, description: str | None, parameters: Any, strict: bool | None, field: str, *, normalize_strict: bool = True) -> ToolDefinition:
+    """A validated :class:`ToolDefinition` (§1.5).
+
+    Args:
+        field: path of the tool's name field for errors, e.g. ``tools[0].function.name``.
+        normalize_strict: apply strict-schema normalisation when ``strict`` is true (Chat, Responses).
+
+    Raises:
+        RequestError: empty name, name not matching ``^[a-zA-Z0-9_-]+$``, parameters that are not an
+            object schema, strict-normalisation errors.
+    """
+    if name == "":
+        raise RequestError(
+            f"Invalid '{field}': empty string. Expected a string with minimum length 1, but got an empty string instead.",
+            param=field,
+        )
+    if not _TOOL_NAME_RE.fullmatch(name):
+        raise RequestError(
+            f"Invalid '{field}': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
+            param=field,
+        )
+    if parameters is None:
+        parameters = {}
+    else:
+        validate_tool_parameters(parameters, name)
+        if strict and normalize_strict:
+            parameters = normalize_strict_schema(parameters, tool_name=name)
+    return ToolDefinition(name=name, description=description, parameters=parameters, strict=strict)
+
+
+def check_strict_mixing(tools: Sequence[ToolDefinition]) -> None:
+    """Strict and non-strict tools may not be mixed in one request (Chat and Responses)."""
+    if any(t.strict for t in tools) and not all(t.strict for t in tools):
+        raise RequestError("Cannot use strict tool with non-strict tool in the same request", param="tools")
+
+
+def resolve_tool_choice(mode: str, name: str | None, tools: Sequence[ToolDefinition], thinking: bool, field: str = "tool_choice") -> tuple[ToolChoice, tuple[ToolDefinition, ...]]:
+    """(tool choice, tools to render) per the tool_choice table of §1.5.
+
+    ``none`` removes every tool; ``required``/named without tools silently become ``auto``; a named
+    choice filters the tools to that one; a forced choice in thinking mode is a 400.
+    """
+    tools = tuple(tools)
+    if mode == "none":
+        return ToolChoice("none"), ()
+    if mode == "auto" or not tools:
+        return ToolChoice("auto"), tools
+    if name is not None:
+        chosen = tuple(t for t in tools if t.name == name)
+        if not chosen:
+            raise RequestError(
+                f"Invalid value for 'tool_call': no function named '{name}' was specified in the 'tools' parameter.",
+                param=field,
+            )
+        tools = chosen
+    if thinking:
+        raise RequestError("Thinking mode does not support this tool_choice", param=field)
+    return ToolChoice("required", name), tools
+
+
+def check_sampling(temperature: float | None, top_p: float | None) -> None:
+    """temperature in [0, 2] and top_p in (0, 1] after f32 rounding, on every API, even in thinking mode (§1.8)."""
+    temperature = None if temperature is None else f32(temperature)
+    top_p = None if top_p is None else f32(top_p)
+    if temperature is not None and not 0 <= temperature <= 2:
+        raise RequestError("Invalid temperature value, the valid range of temperature is [0, 2]", param="temperature")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise RequestError("Invalid top_p value, the valid range of top_p is (0, 1.0]", param="top_p")
+
+
+def check_max_tokens(value: int | None, thinking: bool, options: Options, *, clamp: bool, field: str) -> int | None:
+    """``max_tokens`` after the range rule: ≥ 1 always; above the bound rejected, or lowered when ``clamp``."""
+    if value is None:
+        return None
+    bound = options.thinking_max_tokens if thinking else options.non_thinking_max_tokens
+    if value > bound and clamp:
+        return bound
+    if not 1 <= value <= bound:
+        raise RequestError(f"Invalid max_tokens value, the valid range of max_tokens is [1, {bound}]", param=field)
+    return value
+
+
+def check_stop(stop: Sequence[str], field: str, *, indexed: bool) -> tuple[str, ...]:
+    """At most 16 stop sequences, none empty; duplicates kept (§1.8)."""
+    if len(stop) > 16:
+        raise RequestError(f"Stop string array too long: {len(stop)}", param=field)
+    for i, s in enumerate(stop):
+        if s == "":
+            name = f"{field}[{i}]" if indexed else field
+            raise RequestError(
+                f"Invalid '{name}': empty string. Expected a string with minimum length 1, but got an empty string instead.",
+                param=name,
+            )
+    return tuple(stop)
+
+
+def mentions_json(texts: Iterable[str]) -> bool:
+    """True when some message text contains ``json`` in any case (json_object precondition, §1.7)."""
+    return any("json" in t.lower() for t in texts)
+
+
+def output_constraint(conv: Conversation) -> OutputConstraint | None:
+    """What a constrained decoder should enforce (§4): tools win over a response format."""
+    if conv.tools:
+        kind = "tool_call_required" if conv.tool_choice.mode == "required" else "tool_call"
+        return OutputConstraint(kind, tools_constraint_json(conv.tools))
+    rf = conv.response_format
+    if rf.type == "json_schema":
+        return OutputConstraint("json", json_schema_constraint(rf.schema, bool(rf.strict)))
+    if rf.type == "json_object":
+        return OutputConstraint("json", "")
+    if rf.type == "regex":
+        return OutputConstraint("regex", rf.regex or "")
+    return None
+
+
+def parsing_options(conv: Conversation) -> ParsingOptions:
+    """How to parse the completion of ``conv`` (§1.1): tool parsing, forced block, continuation stage."""
+    stage = None
+    if conv.thinking:
+        stage = "reasoning"
+        last = conv.messages[-1] if conv.messages else None
+        if isinstance(last, AssistantMessage) and last.prefix:
+            if last.content:
+                stage = "content_continuation"
+            elif last.reasoning_content:
+                stage = "reasoning_continuation"
+    return ParsingOptions(
+        parse_tool_calls=bool(conv.tools),
+        starts_in_tool_calls=bool(conv.tools) and conv.tool_choice.mode == "required",
+        parse_json_output=conv.response_format.type == "json_object",
+        thinking_stage=stage,
+        stop_sequences=conv.stop,
+        tool_names=tuple(t.name for t in conv.tools),
+    )

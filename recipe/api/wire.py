@@ -1,0 +1,73 @@
+"""Shared pieces of the pydantic wire models: strict scalar types and parse-error translation."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from recipe.errors import RequestError
+from recipe.jsonfmt import loads_request
+
+__all__ = ["WireModel", "U32", "U64", "parse_body", "field_path"]
+
+#: serde-style unsigned integers: no floats, no strings, no booleans.
+U32 = Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)]
+U64 = Annotated[int, Field(strict=True, ge=0, le=2**64 - 1)]
+
+
+class WireModel(BaseModel):
+    """Base of every request model: strict scalars, unknown keys ignored, frozen."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """pydantic location -> ``messages[1].content[0].type`` (union-branch names dropped)."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and (part.startswith(("function-", "union[", "tagged-union[")) or part in {"str", "list", "dict", "list[str]"} or part.startswith(("list[", "dict["))):
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _describe(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    if kind == "missing":
+        return f"missing field `{err['loc'][-1]}`"
+    if kind == "union_tag_invalid":
+        expected = ", ".join(f"`{t.strip()}`" for t in str(ctx.get("expected_tags", "")).replace("'", "").split(","))
+        return f"unknown variant `{ctx.get('tag')}`, expected one of {expected}"
+    if kind == "literal_error":
+        return f"unknown variant `{err.get('input')}`, expected one of {ctx.get('expected', '')}"
+    return f"{err['msg']} (got {type(err.get('input')).__name__})"
+
+
+def parse_body(model: type[WireModel], body: Any) -> Any:
+    """Validate ``body`` (dict, JSON str or bytes) into ``model``.
+
+    Raises:
+        RequestError: stage ``parse``, message ``invalid request body: …`` / ``invalid JSON request: …``
+            with the field path of the first problem in ``param``.
+    """
+    if isinstance(body, (bytes, bytearray, memoryview, str)):
+        body = loads_request(bytes(body) if not isinstance(body, str) else body)
+    if not isinstance(body, dict):
+        raise RequestError("invalid request body: expected a JSON object", stage="parse")
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        errs = exc.errors(include_url=False)
+        # Prefer the deepest, most specific error (union branches produce several).
+        err = max(errs, key=lambda e: (e["type"] != "missing" or len(e["loc"]) > 1, len(e["loc"])))
+        for e in errs:
+            if e["type"].startswith("value_error") or e["type"] == "union_tag_invalid":
+                err = e
+                break
+        msg = err["msg"].removeprefix("Value error, ") if err["type"] == "value_error" else _describe(err)
+        raise RequestError(f"invalid request body: {msg}", param=field_path(err["loc"]) or None, stage="parse") from None

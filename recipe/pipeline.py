@@ -1,0 +1,142 @@
+"""The request flow, top to bottom: API body → Conversation → prompt segments → token ids.
+
+``prepare(body)`` is the one call a serving stack needs on the way in; everything it returns is
+plain data (the parsed request, the Conversation, the prompt, the ids, and how to parse the output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from recipe.api.chat import chat_to_conversation, parse_chat_request
+from recipe.api.common import check_model, output_constraint, parsing_options
+from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
+from recipe.encodings.deepseek_v4 import render as render_v4
+from recipe.errors import RequestError
+from recipe.jsonfmt import loads_request
+from recipe.options import DEFAULT_OPTIONS, Options
+from recipe.prompt import Prompt, SegmentCache, encode_prompt
+from recipe.tokenizer import Tokenizer, load_tokenizer
+
+__all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "ENCODINGS", "ADAPTERS", "default_segment_cache"]
+
+Api = Literal["chat", "responses", "messages"]
+
+#: Encoding name -> Conversation renderer.
+ENCODINGS: Mapping[str, Callable[[Conversation], Prompt]] = MappingProxyType({"deepseek_v4": render_v4})
+
+
+@dataclass(frozen=True, slots=True)
+class _Adapter:
+    parse: Callable[[Any], Any]
+    convert: Callable[[Any, Options], Conversation]
+
+
+#: API name -> (parse body, convert to Conversation).
+ADAPTERS: Mapping[str, _Adapter] = MappingProxyType({"chat": _Adapter(parse_chat_request, chat_to_conversation)})
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A request ready for the engine.
+
+    Attributes:
+        api: which API the body was read as.
+        model: the requested model name.
+        encoding: encoding name from the model table (``deepseek_v4``).
+        request: the validated pydantic request model.
+        conversation: the API-neutral conversation.
+        prompt: rendered segments (``prompt.text`` is the prompt string).
+        token_ids: prompt token ids (specials only where the template put them).
+        parsing: how to parse the completion.
+        output_constraint: what a constrained decoder should enforce, or None.
+        stream: the client asked for a stream.
+    """
+
+    api: Api
+    model: str
+    encoding: str
+    request: Any
+    conversation: Conversation
+    prompt: Prompt
+    token_ids: list[int]
+    parsing: ParsingOptions
+    output_constraint: OutputConstraint | None
+    stream: bool
+
+
+_default_cache = SegmentCache()
+
+
+def default_segment_cache() -> SegmentCache:
+    """The process-wide segment cache ``prepare`` uses unless told otherwise."""
+    return _default_cache
+
+
+def detect_api(body: Mapping[str, Any]) -> Api:
+    """Guess the API of a request body: ``input``/``instructions`` → responses; Anthropic-only fields
+    or content blocks → messages; otherwise chat."""
+    if "input" in body or "instructions" in body:
+        return "responses"
+    if any(k in body for k in ("system", "stop_sequences", "anthropic_version", "output_config")):
+        return "messages"
+    for m in body.get("messages") or ():
+        content = m.get("content") if isinstance(m, Mapping) else None
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") in {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"}
+            for b in content
+        ):
+            return "messages"
+    return "chat"
+
+
+def prepare(
+    body: Any,
+    api: Api | Literal["auto"] = "auto",
+    *,
+    options: Options = DEFAULT_OPTIONS,
+    tokenizer: Tokenizer | None = None,
+    cache: SegmentCache | None | Literal["default"] = "default",
+) -> PreparedRequest:
+    """Turn one API request body into prompt token ids.
+
+    Args:
+        body: the request (dict, JSON text or bytes).
+        api: ``chat`` | ``responses`` | ``messages``, or ``auto`` to detect it.
+        options: conversion options (model table, thinking default, limits).
+        tokenizer: vocabulary (default: the embedded DeepSeek-V4 one).
+        cache: segment cache for repeated history text; ``None`` disables it.
+
+    Raises:
+        RequestError: the request is invalid (``stage`` says whether parsing or conversion refused it).
+    """
+    if isinstance(body, (bytes, bytearray, str)):
+        body = loads_request(body if isinstance(body, str) else bytes(body))
+    if not isinstance(body, Mapping):
+        raise RequestError("invalid request body: expected a JSON object", stage="parse")
+    if api == "auto":
+        api = detect_api(body)
+    adapter = ADAPTERS.get(api)
+    if adapter is None:
+        raise RequestError(f"the {api} API is not supported yet", param=None, status=400)
+    request = adapter.parse(body)
+    conversation = adapter.convert(request, options)
+    encoding = check_model(request.model, options)
+    prompt = ENCODINGS[encoding](conversation)
+    tok = tokenizer or load_tokenizer()
+    ids = encode_prompt(tok, prompt, _default_cache if cache == "default" else cache)
+    return PreparedRequest(
+        api=api,
+        model=request.model,
+        encoding=encoding,
+        request=request,
+        conversation=conversation,
+        prompt=prompt,
+        token_ids=ids,
+        parsing=parsing_options(conversation),
+        output_constraint=output_constraint(conversation),
+        stream=bool(getattr(request, "stream", False)),
+    )

@@ -1,0 +1,73 @@
+"""deepseek-recipe 0.2.0 (DeepSeek's own library) as a test oracle: same request -> its prompt, ids, conversion."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+dr = pytest.importorskip("deepseek_recipe")
+
+from recipe.tokenizer import default_tokenizer_path  # noqa: E402
+
+REQUEST_CLASSES = {"chat": "ChatCompletionRequest", "responses": "ResponsesRequest", "messages": "MessagesRequest"}
+_STAGES = {
+    "ReasoningStart": "reasoning",
+    "ReasoningContinuation": "reasoning_continuation",
+    "ContentContinuation": "content_continuation",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def options() -> Any:
+    o = dr.ConversionOptions()
+    for name in ("deepseek-v4-pro", "deepseek-v4-flash", "DeepSeek-V4-Flash"):
+        o = o.with_model_alias(name, dr.ModelVersion.DeepseekV4Pro)
+    return o
+
+
+@functools.lru_cache(maxsize=1)
+def encoder() -> Any:
+    tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
+    return dr.DeepseekV4Encoding().with_tokenizer(tok)
+
+
+def convert(api: str, body: Any) -> dict[str, Any]:
+    """Run deepseek-recipe on ``body``: ``{"ok": True, prompt, special_ranges, token_ids, conversion}``
+    or ``{"ok": False, "stage": "parse"|"convert", "message": ...}``."""
+    cls = getattr(dr, REQUEST_CLASSES[api])
+    try:
+        req = cls(body)
+    except ValueError as exc:
+        return {"ok": False, "stage": "parse", "message": str(exc)}
+    try:
+        cr = req.convert(options())
+    except dr.ConversionError as exc:
+        return {"ok": False, "stage": "convert", "message": str(exc)}
+    conv = cr.conversation
+    rp = encoder().render_conversation(conv)
+    io, po = cr.inference_options, cr.parsing_options
+    oc = io.output_constraint
+    stage = po.thinking_initial_stage
+    return {
+        "ok": True,
+        "prompt": rp.prompt,
+        "special_ranges": [list(r) for r in rp.special_ranges],
+        "token_ids": list(encoder().encode(conv)),
+        "conversion": {
+            "thinking": conv.thinking_mode == "thinking" if isinstance(conv.thinking_mode, str) else stage is not None,
+            "output_constraint": None if oc is None else {"kind": str(oc.kind), "schema": oc.schema},
+            "parse_tool_calls": po.parse_tool_calls,
+            "starts_in_tool_calls": po.starts_in_tool_calls,
+            "parse_json_output": po.parse_json_output,
+            "thinking_stage": None if stage is None else _STAGES[str(stage).rsplit(".", 1)[-1]],
+            "stop_sequences": list(po.stop_sequences),
+            "max_tokens": io.max_tokens,
+            "temperature": io.temperature,
+            "top_p": io.top_p,
+            "logprobs": io.logprobs,
+            "top_logprobs": io.top_logprobs,
+            "seed": io.seed,
+        },
+    }

@@ -1,0 +1,65 @@
+"""Chat rows of the deepseek-recipe 0.2.0 conformance vectors: same prompt, ranges, ids and conversion."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures import api_requests
+from recipe.errors import RequestError
+from recipe.pipeline import prepare
+
+ROWS = api_requests("chat")
+CONVERSION_KEYS = (
+    "thinking", "reasoning_effort", "tool_choice", "response_format", "output_constraint", "parse_tool_calls",
+    "starts_in_tool_calls", "parse_json_output", "stop_sequences", "max_tokens", "temperature", "top_p",
+    "logprobs", "top_logprobs", "seed",
+)
+
+
+def _conversion(prep):
+    conv, oc = prep.conversation, prep.output_constraint
+    return {
+        "encoding": prep.encoding,
+        "thinking": conv.thinking,
+        "reasoning_effort": conv.reasoning_effort,
+        "tool_choice": conv.tool_choice.mode,
+        "response_format": conv.response_format.type,
+        "output_constraint": None if oc is None else {"kind": oc.kind, "schema": oc.schema},
+        "parse_tool_calls": prep.parsing.parse_tool_calls,
+        "starts_in_tool_calls": prep.parsing.starts_in_tool_calls,
+        "parse_json_output": prep.parsing.parse_json_output,
+        "stop_sequences": list(conv.stop),
+        "max_tokens": conv.max_tokens,
+        "temperature": conv.sampling.temperature,
+        "top_p": conv.sampling.top_p,
+        "logprobs": conv.sampling.logprobs,
+        "top_logprobs": conv.sampling.top_logprobs,
+        "seed": conv.sampling.seed,
+    }
+
+
+def test_vectors_present():
+    assert len(ROWS) >= 40
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if "error" not in r], ids=lambda r: r["id"])
+def test_accepted_row(row):
+    prep = prepare(row["request"], "chat")
+    assert prep.prompt.text == row["prompt"]
+    assert [list(r) for r in prep.prompt.special_ranges] == row["special_ranges"]
+    assert prep.token_ids == row["token_ids"]
+    got = _conversion(prep)
+    assert got["encoding"] == row["conversion"]["encoding"]
+    for key in CONVERSION_KEYS:
+        assert got[key] == row["conversion"][key], key
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if "error" in r], ids=lambda r: r["id"])
+def test_rejected_row(row):
+    with pytest.raises(RequestError) as info:
+        prepare(row["request"], "chat")
+    err = info.value
+    assert err.status == row["error"]["status"] == 400
+    assert err.stage == row["error"]["stage"]
+    if row["error"]["stage"] == "convert":
+        assert err.type == row["error"]["body"]["error"]["type"]
