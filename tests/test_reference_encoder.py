@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from recipe.encodings.deepseek_v4.constants import SPECIAL_IDS, TASK_TOKENS
 from recipe.encodings.deepseek_v4.reference import (
@@ -321,3 +323,27 @@ def test_invalid_input_raises_reference_error(messages, kwargs):
     with pytest.raises(ReferenceEncodingError):
         encode_messages(messages, **kwargs)
     assert issubclass(ReferenceEncodingError, ValueError)
+
+
+
+_plain_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
+
+
+@settings(max_examples=120, deadline=None)
+@given(user=_plain_text, reasoning=_plain_text, answer=_plain_text, arg=_plain_text, result=_plain_text, mode=st.sampled_from(["chat", "thinking"]))
+def test_random_conversations_match_hf_on_prompt_text(tok, hf, user, reasoning, answer, arg, result, mode):
+    """Ids of random conversations equal HF's encoding of the prompt text (no special spellings inside)."""
+    assume(not any(s in user + reasoning + answer + arg + result for s in ("<｜", "｜>", "<think", "</think", "｜DSML｜")))
+    msgs = [
+        {"role": "user", "content": user},
+        {
+            "role": "assistant",
+            "reasoning_content": reasoning,
+            "content": answer,
+            "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": json.dumps({"q": arg})}}],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": result},
+    ]
+    text = encode_messages(msgs, mode, drop_thinking=False)
+    ids = encode_messages_to_ids(msgs, mode, tokenizer=tok, drop_thinking=False)
+    assert ids == hf.encode(text, add_special_tokens=False).ids

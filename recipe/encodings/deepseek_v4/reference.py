@@ -403,8 +403,8 @@ def _render_message(
     else:
         raise ReferenceEncodingError(f"unknown role: {role!r}")
 
-    nxt = messages[index + 1].get("role") if index + 1 < len(messages) else None
-    if index + 1 < len(messages) and nxt not in ("assistant", "latest_reminder"):
+    # A transition follows only the last message or one followed by an assistant/reminder turn.
+    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
         return
     task = msg.get("task")
     if task is not None:
