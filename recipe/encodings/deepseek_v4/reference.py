@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,6 +48,7 @@ from recipe.encodings.deepseek_v4.constants import (
     THINK_START,
     USER,
 )
+from recipe.encodings.deepseek_v4.render import EFFORT_TEXTS, TOOLS_TEMPLATE, template_segments
 from recipe.prompt import Prompt, Segment, Special, Text, encode_prompt
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
@@ -75,55 +75,16 @@ _THINKING_MODES = ("chat", "thinking")
 _EFFORTS = (None, "high", "max")
 
 # ---------------------------------------------------------------------------------------------
-# Template text (a format fact of the V4 model; special spellings in it are split out below).
+# Template text: shared with the API renderer (same model format, one copy of the prose)
 # ---------------------------------------------------------------------------------------------
 
-_EFFORT_MAX_PREFIX = (
-    "Reasoning Effort: Absolute maximum with no shortcuts permitted.\n"
-    "You MUST be very thorough in your thinking and comprehensively decompose the problem to "
-    "resolve the root cause, rigorously stress-testing your logic against all potential paths, "
-    "edge cases, and adversarial scenarios.\n"
-    "Explicitly write out your entire deliberation process, documenting every intermediate step, "
-    "considered alternative, and rejected hypothesis to ensure absolutely no assumption is left "
-    "unchecked.\n\n"
-)
+#: The reference's ``reasoning_effort="max"`` prefix is the text deepseek-recipe prints for "high".
+_EFFORT_MAX_PREFIX = EFFORT_TEXTS["high"]
+_TOOLS_HEAD, _TOOLS_TAIL = TOOLS_TEMPLATE.split("{TOOL_LINES}")
+_RESPONSE_FORMAT_HEAD = "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
 
-_TOOLS_HEAD = (
-    "## Tools\n\n"
-    "You have access to a set of tools to help answer the user's question. You can invoke tools "
-    f'by writing a "<{DSML}tool_calls>" block like the following:\n\n'
-    f"<{DSML}tool_calls>\n"
-    f'<{DSML}invoke name="$TOOL_NAME">\n'
-    f'<{DSML}parameter name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE</{DSML}parameter>\n'
-    "...\n"
-    f"</{DSML}invoke>\n"
-    f'<{DSML}invoke name="$TOOL_NAME2">\n'
-    "...\n"
-    f"</{DSML}invoke>\n"
-    f"</{DSML}tool_calls>\n\n"
-    'String parameters should be specified as is and set `string="true"`. For all other types '
-    '(numbers, booleans, arrays, objects), pass the value in JSON format and set `string="false"`.\n\n'
-    f"If thinking_mode is enabled (triggered by {THINK_START}), you MUST output your complete "
-    f"reasoning inside {THINK_START}...{THINK_END} BEFORE any tool calls or final response.\n\n"
-    f"Otherwise, output directly after {THINK_END} with tool calls or final response.\n\n"
-    "### Available Tool Schemas\n\n"
-)
-_TOOLS_TAIL = "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n"
-_RESPONSE_FORMAT_HEAD = "## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
-
-_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(s) for s in sorted(REFERENCE_SPECIALS, key=len, reverse=True)) + ")")
-
-
-@functools.lru_cache(maxsize=64)
-def _template_segments(literal: str) -> tuple[Segment, ...]:
-    """A template literal as segments: its special spellings Special, the rest Text (never user data)."""
-    out: list[Segment] = []
-    for i, part in enumerate(_SPECIAL_SPLIT.split(literal)):
-        if i % 2:
-            out.append(Special(part))
-        elif part:
-            out.append(Text(part))
-    return tuple(out)
+#: Template literal -> segments (its ``｜DSML｜``/``<think>``/``</think>`` spellings are Special).
+_template_segments = functools.lru_cache(maxsize=64)(template_segments)
 
 
 class _Out:
@@ -281,12 +242,12 @@ def _render_tools_and_format(out: _Out, msg: Message) -> None:
     tools = msg.get("tools")
     if tools:
         schemas = "\n".join(_to_json(_get(t, "function", "a tool")) for t in tools)
-        out.lit("\n\n" + _TOOLS_HEAD)
+        out.lit(_TOOLS_HEAD)
         out.text(schemas)
         out.lit(_TOOLS_TAIL)
     response_format = msg.get("response_format")
     if response_format:
-        out.lit("\n\n" + _RESPONSE_FORMAT_HEAD)
+        out.lit(_RESPONSE_FORMAT_HEAD)
         out.text(_to_json(response_format))
 
 
