@@ -33,8 +33,18 @@ TOOLS = [
 ]
 
 
+_LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
+
+
+def _word(rng: random.Random) -> str:
+    """A pseudo-word: common words half the time, random letter strings otherwise (little repetition)."""
+    if rng.random() < 0.5:
+        return rng.choice(_WORDS)
+    return "".join(rng.choice(_LETTERS[: rng.randint(8, 26)]) for _ in range(rng.randint(2, 11)))
+
+
 def _prose(rng: random.Random, n_words: int) -> str:
-    words = [rng.choice(_WORDS) for _ in range(n_words)]
+    words = [_word(rng) for _ in range(n_words)]
     for k in range(0, n_words, 17):
         words[k] = words[k].capitalize()
     return " ".join(words) + "."
@@ -44,7 +54,7 @@ def _code(rng: random.Random, n_lines: int) -> str:
     lines = []
     for k in range(n_lines):
         indent = "    " * rng.randint(0, 3)
-        w = rng.sample(_WORDS, 3)
+        w = [_word(rng) for _ in range(3)]
         lines.append(f"{indent}{w[0]}_{k} = {w[1]}({w[2]!r}, {rng.randint(0, 9999)})  # {rng.choice(_CJK)}")
     return "\n".join(lines)
 
@@ -60,7 +70,7 @@ def short_request() -> dict[str, Any]:
     }
 
 
-def agentic_request(assistant_turns: int = 55, seed: int = 7, lines_per_result: int = 110) -> dict[str, Any]:
+def agentic_request(assistant_turns: int = 55, seed: int = 7, lines_per_result: int = 60) -> dict[str, Any]:
     """A long agent conversation: system prompt, several user turns, ``assistant_turns`` assistant turns
     with reasoning and 1–2 tool calls each, code/prose tool results; 10 tools; thinking, effort high."""
     rng = random.Random(seed)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from recipe.api.chat import chat_to_conversation, parse_chat_request
 from recipe.api.common import check_model, output_constraint, parsing_options
 from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
-from recipe.encodings.deepseek_v4 import render as render_v4
+from recipe.encodings.deepseek_v4.render import render as render_v4
 from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request
 from recipe.options import DEFAULT_OPTIONS, Options

@@ -87,16 +87,19 @@ class Prompt:
 class SegmentCache:
     """Exact, memory-bounded cache: plain-text chunk -> its ``encode_ordinary`` ids.
 
-    Keyed by the whole text between two special tokens, so a hit returns exactly what encoding
-    would (text is only ever split at special tokens). Bounded by the total characters held
-    (``max_chars``, default 64 Mi code points); least recently used chunks are evicted first.
-    Chunks shorter than ``min_chars`` are encoded directly (cheaper than caching). Thread-safe.
+    Keyed by (tokenizer fingerprint, the whole text between two special tokens), so a hit returns
+    exactly what encoding would (text is only ever split at special tokens). Bounded by ``max_chars``:
+    the characters held plus :data:`ENTRY_COST` per entry (default 16 Mi, roughly 50–80 MB); least
+    recently used chunks are evicted first. Chunks shorter than ``min_chars`` are encoded directly.
+    Thread-safe.
     """
 
-    def __init__(self, max_chars: int = 64 * 1024 * 1024, min_chars: int = 256) -> None:
+    ENTRY_COST = 64
+
+    def __init__(self, max_chars: int = 16 * 1024 * 1024, min_chars: int = 1) -> None:
         self.max_chars = max_chars
         self.min_chars = min_chars
-        self._data: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._data: OrderedDict[tuple[str, str], tuple[int, ...]] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -106,7 +109,7 @@ class SegmentCache:
         """Ids of ``text`` (from cache when present). The tokenizer's fingerprint is part of the key."""
         if len(text) < self.min_chars:
             return tokenizer.encode_ordinary(text)
-        key = tokenizer.fingerprint + text
+        key = (tokenizer.fingerprint, text)
         with self._lock:
             ids = self._data.get(key)
             if ids is not None:
@@ -116,12 +119,12 @@ class SegmentCache:
         ids = tuple(tokenizer.encode_ordinary(text))
         with self._lock:
             self.misses += 1
-            if len(key) <= self.max_chars and key not in self._data:
+            if len(text) <= self.max_chars and key not in self._data:
                 self._data[key] = ids
-                self._chars += len(key)
+                self._chars += len(text) + self.ENTRY_COST
                 while self._chars > self.max_chars:
-                    old, _ = self._data.popitem(last=False)
-                    self._chars -= len(old)
+                    (_, old), _ = self._data.popitem(last=False)
+                    self._chars -= len(old) + self.ENTRY_COST
         return ids
 
     def clear(self) -> None:

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import re
 import struct
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import orjson
 
 from recipe.conversation import (
     AssistantMessage,
@@ -101,8 +104,14 @@ def resolve_thinking(thinking_type: str | None, effort: str | None, options: Opt
     return True, EFFORT_LEVELS.get(effort or "high") or "high"
 
 
+_TOOL_CACHE: OrderedDict[bytes, ToolDefinition] = OrderedDict()
+_TOOL_CACHE_SIZE = 1024
+
+
 def build_tool(name: str, description: str | None, parameters: Any, strict: bool | None, field: str, *, normalize_strict: bool = True) -> ToolDefinition:
-    """A validated :class:`ToolDefinition` (§1.5).
+    """A validated :class:`ToolDefinition` (§1.5); memoised, since agent loops re-send the same tools.
+
+    The returned definition (and its ``parameters``) is shared between requests: treat it as read-only.
 
     Args:
         field: path of the tool's name field for errors, e.g. ``tools[0].function.name``.
@@ -112,6 +121,20 @@ def build_tool(name: str, description: str | None, parameters: Any, strict: bool
         RequestError: empty name, name not matching ``^[a-zA-Z0-9_-]+$``, parameters that are not an
             object schema, strict-normalisation errors.
     """
+    try:
+        key = orjson.dumps([name, description, parameters, strict, normalize_strict])
+    except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits: not worth caching
+        return _build_tool(name, description, parameters, strict, field, normalize_strict)
+    tool = _TOOL_CACHE.get(key)
+    if tool is None:
+        tool = _build_tool(name, description, parameters, strict, field, normalize_strict)
+        _TOOL_CACHE[key] = tool
+        if len(_TOOL_CACHE) > _TOOL_CACHE_SIZE:
+            _TOOL_CACHE.popitem(last=False)
+    return tool
+
+
+def _build_tool(name: str, description: str | None, parameters: Any, strict: bool | None, field: str, normalize_strict: bool) -> ToolDefinition:
     if name == "":
         raise RequestError(
             f"Invalid '{field}': empty string. Expected a string with minimum length 1, but got an empty string instead.",

@@ -22,16 +22,28 @@ class WireModel(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
+#: Discriminator values pydantic puts into error locations after a list index (not real fields).
+_TAGS = frozenset(
+    "system user assistant tool latest_reminder developer text image_url file json_object json_schema regex "
+    "input_text output_text input_image input_file message function_call function_call_output reasoning "
+    "image document tool_use tool_result thinking redacted_thinking".split()
+)
+
+
 def field_path(loc: tuple[Any, ...]) -> str:
-    """pydantic location -> ``messages[1].content[0].type`` (union-branch names dropped)."""
+    """pydantic location -> ``messages[1].content[0].text`` (union-branch and tag names dropped)."""
     out = ""
+    prev: Any = None
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif isinstance(part, str) and (part.startswith(("function-", "union[", "tagged-union[")) or part in {"str", "list", "dict", "list[str]"} or part.startswith(("list[", "dict["))):
-            continue
+        elif part.startswith(("function-", "union[", "tagged-union[", "literal[", "list[", "dict[")) or part in {"str", "list", "dict", "int", "bool", "float"} or part[:1].isupper():
+            pass
+        elif part in _TAGS and (isinstance(prev, int) or prev in ("response_format", "tool_choice")):
+            pass
         else:
-            out += f".{part}" if out else str(part)
+            out += f".{part}" if out else part
+        prev = part
     return out
 
 

@@ -1,0 +1,98 @@
+"""Bad input on the Chat path: random and mutated JSON give a structured 400 or a prompt, nothing else."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fixtures import api_requests
+from recipe.api.errors import error_body
+from recipe.errors import RequestError
+from recipe.pipeline import prepare
+from strategies import chat_requests
+
+SEEDS = [r["request"] for r in api_requests("chat")]
+MAX_SECONDS_PER_INPUT = 5.0  # a generous bound that catches hangs, not a speed target
+
+any_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)),
+    max_leaves=25,
+)
+
+
+def _check(body) -> None:
+    start = time.perf_counter()
+    try:
+        prep = prepare(body, "chat")
+    except RequestError as err:
+        assert err.status == 400 and err.stage in ("parse", "convert") and err.message
+        shaped = error_body("chat", err)["error"]
+        assert set(shaped) == {"message", "type", "param", "code"}
+        assert shaped["param"] is None or isinstance(shaped["param"], str)
+    else:
+        assert prep.token_ids[0] == 0 and isinstance(prep.prompt.text, str)
+    assert time.perf_counter() - start < MAX_SECONDS_PER_INPUT
+
+
+def _paths(obj, prefix=()):
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, prefix + (i,))
+
+
+@st.composite
+def mutated(draw):
+    body = copy.deepcopy(draw(st.one_of(st.sampled_from(SEEDS), chat_requests())))
+    for _ in range(draw(st.integers(1, 4))):
+        paths = [p for p in _paths(body) if p]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent = body
+        for key in path[:-1]:
+            parent = parent[key]
+        op = draw(st.sampled_from(["delete", "replace", "dup"]))
+        if op == "delete":
+            del parent[path[-1]]
+        elif op == "replace":
+            parent[path[-1]] = draw(any_json)
+        elif isinstance(parent, list):
+            parent.append(copy.deepcopy(parent[path[-1]]))
+    return body
+
+
+@settings(max_examples=300)
+@given(any_json)
+def test_random_json(value):
+    _check(value)
+    _check(json.dumps(value))
+    _check({"model": "deepseek-v4-pro", "messages": value})
+
+
+@settings(max_examples=400)
+@given(mutated())
+def test_mutated_requests(body):
+    _check(body)
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=200))
+def test_random_bytes(data):
+    _check(data)
+
+
+def test_deep_nesting_and_huge_numbers():
+    deep = "[" * 100000 + "]" * 100000
+    _check(deep)
+    _check('{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}')
+    _check('{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}], "seed": 123456789012345678901234567890}')
+    _check({"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "\ud800"}]})
