@@ -1,0 +1,885 @@
+"""DeepSeek-V4 output parser: completion token ids (or decoded text) -> output events, incrementally.
+
+The parity target is deepseek-recipe 0.2.0's ``StreamProcessor`` (observed behaviour, see
+docs). Format facts: reasoning runs up to ``</think>``; a tool-call block is ::
+
+    <｜DSML｜tool_calls>
+    <｜DSML｜invoke name="NAME">
+    <｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>
+    </｜DSML｜invoke>
+    </｜DSML｜tool_calls>
+
+Rules kept from the parity target: leading ``\\n`` of reasoning (fresh reasoning only) and of
+content are dropped; ``\\n`` runs just before ``</think>`` and before a tool block are dropped;
+trailing newlines at the end are kept; ``</think>`` inside content is removed; a bare
+``<｜DSML｜invoke …>`` (no wrapper) starts a block; unknown tool names and duplicate parameter
+names are passed through; stop sequences apply to content only and cut before the match.
+
+**Unclosed reasoning policy.** In thinking mode an output that never emits ``</think>`` stays
+reasoning (content ``""``), as in the parity target: the model never said it had started its
+answer, and showing chain-of-thought as the answer would be worse. The Finish event carries the
+note ``unclosed_reasoning``. EOS (ids in ``eos_token_ids``, or their spelling in text) always
+ends the output and never appears in any field.
+
+**Deliberate deviations from the parity target** (each has a test):
+
+1. Tool-call arguments are always valid JSON: a ``string="false"`` value is buffered until its
+   closer and emitted raw only if it is valid JSON, else as a JSON string; a call cut short
+   (max tokens, EOS, a new invoke) is closed (``"`` / ``}``) rather than left open.
+2. A parameter left open is closed by the next structural DSML tag (its single trailing ``\\n``
+   dropped) instead of swallowing the tag as value text.
+3. No text is dropped: text after a tool block, text between invokes, inline ``<｜DSML｜``
+   mentions, malformed tags and DSML inside reasoning stay content (or reasoning). Only
+   whitespace between tags and the exact-format markup itself are removed.
+4. Reasoning-token counts are exact counts of the ids that start before ``</think>``.
+5. EOS / configured stop-token ids end the output (the parity target prints EOS as text).
+6. Stop sequences are matched on the content as the client sees it (after newline trimming
+   and ``</think>`` removal).
+7. Only the exact DSML spelling is parsed; corrupted spellings (doubled or spaced bars, V4.1
+   tag names, a tag missing its ``>``) stay content byte for byte (no recovery).
+8. An incomplete UTF-8 sequence at the end becomes U+FFFD instead of vanishing.
+9. ``parse_json_output`` (JSON-object mode) does not rewrite the text around the JSON.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import random
+import re
+import string
+from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+from recipe.conversation import ParsingOptions
+from recipe.encodings.deepseek_v4.constants import EOS, THINK_END
+from recipe.parsing import MarkerMatcher, StopMatcher
+from recipe.streaming import (
+    Finish,
+    OutputEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from recipe.tokenizer import Tokenizer
+
+__all__ = ["OutputParser", "make_tool_call_id"]
+
+_OPEN = "<｜DSML｜"
+_CLOSE = "</｜DSML｜"
+_OPEN_BLOCK = "<｜DSML｜tool_calls>"
+_CLOSE_BLOCK = "</｜DSML｜tool_calls>"
+_CLOSE_INVOKE = "</｜DSML｜invoke>"
+_CLOSE_PARAM = "</｜DSML｜parameter>"
+_INVOKE_RE = re.compile(r'<｜DSML｜invoke name="([^"<>\n]+)"(?: [A-Za-z_]+="[^"<>\n]*")*>')
+_PARAM_RE = re.compile(r'<｜DSML｜parameter name="([^"<>\n]+)" string="(true|false)">')
+#: longest tag text read while looking for its ``>``; longer means "not a tag".
+_TAG_MAX = 512
+
+# states
+_REASONING, _CONTENT, _BLOCK, _INVOKE, _VALUE, _DONE = range(6)
+# tag kinds
+_T_OPEN_BLOCK, _T_CLOSE_BLOCK, _T_INVOKE, _T_CLOSE_INVOKE, _T_PARAM, _T_CLOSE_PARAM, _T_OTHER = range(7)
+_FIXED_TAGS = {
+    _OPEN_BLOCK: _T_OPEN_BLOCK,
+    _CLOSE_BLOCK: _T_CLOSE_BLOCK,
+    _CLOSE_INVOKE: _T_CLOSE_INVOKE,
+    _CLOSE_PARAM: _T_CLOSE_PARAM,
+}
+_ALNUM = string.ascii_letters + string.digits
+_INF = float("inf")
+_START_STATE = {
+    None: _CONTENT,
+    "reasoning": _REASONING,
+    "reasoning_continuation": _REASONING,
+    "content_continuation": _CONTENT,
+}
+
+
+_TEXT_CACHES: dict[int, tuple[object, dict[int, str]]] = {}
+
+
+def _text_cache(tokenizer: Tokenizer) -> dict[int, str]:
+    """Per-vocabulary cache: token id -> its text, for ids whose bytes are whole UTF-8 (filled lazily)."""
+    key = id(tokenizer.encoding)
+    hit = _TEXT_CACHES.get(key)
+    if hit is None or hit[0] is not tokenizer.encoding:
+        hit = _TEXT_CACHES[key] = (tokenizer.encoding, {})
+    return hit[1]
+
+
+def make_tool_call_id(rng: random.Random, index: int) -> str:
+    """A deepseek-recipe-shaped call id: ``call_{index:02d}_{20 [A-Za-z0-9]}{4 digits}``."""
+    return f"call_{index:02d}_{''.join(rng.choices(_ALNUM, k=20))}{rng.randrange(10000):04d}"
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(name)
+
+
+def _is_json(raw: str) -> bool:
+    try:
+        json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _classify(tag: str) -> tuple[int, str, bool]:
+    """(kind, name, is_string) of a complete ``<…>`` DSML tag text."""
+    kind = _FIXED_TAGS.get(tag)
+    if kind is not None:
+        return kind, "", False
+    m = _INVOKE_RE.fullmatch(tag)
+    if m:
+        return _T_INVOKE, m.group(1), False
+    m = _PARAM_RE.fullmatch(tag)
+    if m:
+        return _T_PARAM, m.group(1), m.group(2) == "true"
+    return _T_OTHER, "", False
+
+
+class OutputParser:
+    """Incremental DeepSeek-V4 completion parser producing :mod:`recipe.streaming` events.
+
+    Args:
+        options: how to read this completion (thinking stage, tools, stop sequences, …).
+        tokenizer: the V4 tokenizer (token bytes and special-token spellings).
+        tool_call_id: a callable ``index -> id``, or a seed (int/str) for reproducible
+            deepseek-recipe-shaped ids, or None for fresh random ids.
+        eos_token_ids: ids that end the output (EOS and any stop-token ids); they are counted as
+            completion tokens but never decoded. Their spellings in text also end the output.
+
+    Feed :meth:`push` (token ids) or :meth:`push_text` (decoded text) in any chunking, then call
+    :meth:`finish`. Every call returns the new events. After the output has ended (finish, EOS,
+    stop sequence) pushes are ignored and return ``[]``; :attr:`finished` tells. Never raises on
+    model output; degraded output is reported in ``Finish.notes``.
+    """
+
+    def __init__(
+        self,
+        options: ParsingOptions,
+        tokenizer: Tokenizer,
+        *,
+        tool_call_id: Callable[[int], str] | int | str | None = None,
+        eos_token_ids: Sequence[int] = (1,),
+    ) -> None:
+        self._opts = options
+        if callable(tool_call_id):
+            self._new_id = tool_call_id
+        else:
+            rng = random.Random(tool_call_id)
+            self._new_id = lambda i: make_tool_call_id(rng, i)
+        self._tb = tokenizer.encoding.decode_single_token_bytes
+        self._decode_bytes = tokenizer.encoding.decode_bytes
+        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
+        self._texts = _text_cache(tokenizer)
+        self._eos = tuple(dict.fromkeys(eos_token_ids))
+        self._eos_set = frozenset(self._eos)
+        eos_text = [s for s in (tokenizer.special_name(t) for t in self._eos) if s] or [EOS]
+        self._eos_text = frozenset(eos_text)
+        self._m_reason = MarkerMatcher([THINK_END, *eos_text])
+        self._m_content = MarkerMatcher([THINK_END, *eos_text, *((_OPEN,) if options.parse_tool_calls else ())])
+        self._m_dsml = MarkerMatcher([_OPEN, _CLOSE, *eos_text])
+        self._stops = StopMatcher(options.stop_sequences) if options.stop_sequences else None
+        self._declared = frozenset(options.tool_names)
+
+        stage = options.thinking_stage
+        self._state = _START_STATE.get(stage, _CONTENT)
+        if options.starts_in_tool_calls and options.parse_tool_calls and self._state == _CONTENT:
+            self._state = _BLOCK
+        self._r_lead = stage == "reasoning"  # drop leading newlines of reasoning
+        self._c_lead = stage != "content_continuation"  # drop leading newlines of content
+        self._r_nl = ""  # held trailing newlines of reasoning
+        self._c_nl = ""  # held trailing newlines (or after-block whitespace) of content
+        self._after_block = False
+        self._hold = ""  # raw text held (possible marker / unfinished tag)
+        self._hold_tag = False  # the hold is a DSML tag opening waiting for its ">"
+        self._fast_ok = all(m[0] == "<" for m in self._m_dsml.markers + self._m_content.markers)
+        self._hold_pos = 0
+        self._pos = 0  # chars decoded so far
+        self._out: list[OutputEvent] = []
+        # counting
+        self._completion = 0
+        self._rcount = 0
+        self._rpend: list[int] = []
+        self._r_limit = _INF  # start of </think> (or EOS) ending the reasoning
+        # tool calls
+        self._ncalls = 0
+        self._call = -1  # index of the open call, -1 when none
+        self._args: list[str] = []
+        self._args_sent = 0  # how many of _args were emitted as deltas
+        self._nparams = 0
+        self._vstring = True
+        self._vnl = False  # a trailing "\n" of a string value is held
+        self._vbuf: list[str] = []
+        self._ws = ""  # whitespace held between DSML tags
+        self._ws_text = False  # text was emitted from inside the current invoke since the last tag
+        self._notes: dict[str, None] = {}
+        self._end: tuple[str, str | None] | None = None  # (reason, matched_stop) once ended
+        self._handlers = (
+            self._do_reasoning,
+            self._do_content,
+            self._do_block,
+            self._do_invoke,
+            self._do_value,
+        )
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def finished(self) -> bool:
+        """True once the output has ended (Finish emitted); further pushes are ignored."""
+        return self._state == _DONE
+
+    def push(self, token_ids: Sequence[int]) -> list[OutputEvent]:
+        """Feed completion token ids (any number). Returns the events they complete.
+
+        An id in ``eos_token_ids`` ends the output (Finish ``stop``); ids after it are ignored.
+        Raises ``KeyError`` only for an id outside the vocabulary.
+        """
+        if self._state == _DONE:
+            return []
+        n = len(token_ids)
+        if n == 1 and not self._dec.buffer:
+            # fast path: one whole-text token with no marker character, nothing held back
+            text = self._texts.get(token_ids[0])
+            if text is not None and self._fast_ok:
+                if not self._hold:
+                    if "<" not in text:
+                        st = self._state
+                        out = self._out = []
+                        self._completion += 1
+                        pos0 = self._pos
+                        self._pos = pos0 + len(text)
+                        if st == _REASONING:
+                            self._emit_reasoning(text)
+                            if self._rpend:
+                                self._count_one(pos0)
+                            else:
+                                self._rcount += 1
+                            return out
+                        if st == _VALUE:
+                            self._value_text(text)
+                            if self._args_sent < len(self._args):
+                                self._flush_args()
+                            return out
+                        if st == _CONTENT:
+                            self._emit_content(text)
+                            if self._end is not None:
+                                self._close(self._end[0])
+                            return out
+                        if not text.strip():
+                            self._ws += text
+                            return out
+                        self._pos = pos0
+                        self._completion -= 1
+                elif self._hold_tag and ">" not in text and "<" not in text and "\n" not in text:
+                    if len(self._hold) + len(text) < _TAG_MAX:
+                        self._hold += text
+                        self._pos += len(text)
+                        self._completion += 1
+                        return []
+        out = self._out = []
+        if n == 1:
+            tid = token_ids[0]
+            if tid in self._eos_set:
+                self._completion += 1
+                self._close("stop")
+                return out
+            text = self._texts.get(tid) if not self._dec.buffer else None
+            if text is None:
+                text = self._decode_one(tid)
+            self._completion += 1
+            if self._state == _REASONING:
+                pos0 = self._pos
+                if text:
+                    self._feed(text)
+                self._count_one(pos0)
+            elif text:
+                self._feed(text)
+        else:
+            cut = n
+            if self._eos_set:
+                for e in self._eos:
+                    try:
+                        k = token_ids.index(e, 0, cut)
+                    except ValueError:
+                        continue
+                    cut = k
+            ids = token_ids[:cut] if cut < n else token_ids
+            self._completion += cut + (cut < n)
+            if ids:
+                dstate = self._dec.getstate()
+                text = self._dec.decode(self._decode_bytes(list(ids)))
+                if self._state == _REASONING:
+                    pos0 = self._pos
+                    if text:
+                        self._feed(text)
+                    self._count_many(ids, pos0, dstate)
+                elif text:
+                    self._feed(text)
+            if cut < n and self._state != _DONE:
+                self._close("stop")
+        if self._end is not None and self._state != _DONE:
+            self._close(self._end[0])
+        if self._call >= 0:
+            self._flush_args()
+        if len(out) > 1:
+            out = self._out = _coalesce(out)
+        return out
+
+    def push_text(self, text: str, token_count: int = 0) -> list[OutputEvent]:
+        """Feed decoded text that accounts for ``token_count`` tokens. Returns the new events.
+
+        Reasoning tokens in text mode: the chunk's tokens count as reasoning when the chunk
+        starts before ``</think>``.
+        """
+        if self._state == _DONE:
+            return []
+        out = self._out = []
+        self._completion += token_count
+        if self._state == _REASONING:
+            pos0 = self._pos
+            if text:
+                self._feed(text)
+            self._rpend.extend([pos0] * token_count)
+            self._settle()
+        elif text:
+            self._feed(text)
+        if self._end is not None and self._state != _DONE:
+            self._close(self._end[0])
+        if self._call >= 0:
+            self._flush_args()
+        if len(out) > 1:
+            out = self._out = _coalesce(out)
+        return out
+
+    def finish(self, reason: str = "stop") -> list[OutputEvent]:
+        """End of output: flush everything held back, close an open call, emit :class:`Finish`.
+
+        ``reason`` is the backend's (``stop``, ``length``, ``content_filter``, …). Calling it
+        after the output has ended returns ``[]``.
+        """
+        if self._state == _DONE:
+            return []
+        out = self._out = []
+        tail = self._dec.decode(b"", final=True)
+        if tail:
+            self._feed(tail)
+        self._close(self._end[0] if self._end else reason)
+        if self._call >= 0:
+            self._flush_args()
+        if len(out) > 1:
+            out = self._out = _coalesce(out)
+        return out
+
+    def _decode_one(self, tid: int) -> str:
+        b = self._tb(tid)
+        if not self._dec.buffer:
+            try:
+                text = b.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                self._texts[tid] = text
+                return text
+        return self._dec.decode(b)
+
+    # ------------------------------------------------------------------ counting
+
+    def _count_one(self, pos0: int) -> None:
+        self._rpend.append(pos0)
+        self._settle()
+
+    def _count_many(self, ids: Sequence[int], pos0: int, dstate: tuple[bytes, int]) -> None:
+        limit = self._limit()
+        if limit == _INF:
+            self._rcount += len(ids) + len(self._rpend)
+            self._rpend.clear()
+            return
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        dec.setstate(dstate)
+        tb = self._tb
+        p = pos0
+        starts = self._rpend
+        for t in ids:
+            starts.append(p)
+            p += len(dec.decode(tb(t)))
+        self._settle()
+
+    def _limit(self) -> float:
+        if self._r_limit != _INF:
+            return self._r_limit
+        return self._hold_pos if self._hold else _INF
+
+    def _settle(self) -> None:
+        limit = self._limit()
+        pend = self._rpend
+        if limit == _INF:
+            self._rcount += len(pend)
+            pend.clear()
+            return
+        keep = [p for p in pend if p >= limit]
+        self._rcount += len(pend) - len(keep)
+        self._rpend = [] if self._r_limit != _INF else keep
+
+    # ------------------------------------------------------------------ text core
+
+    def _feed(self, text: str) -> None:
+        if self._hold:
+            s = self._hold + text
+            base = self._hold_pos
+            self._hold = ""
+        else:
+            s = text
+            base = self._pos
+        self._pos += len(text)
+        i: int | None = 0
+        handlers = self._handlers
+        while i is not None and self._state != _DONE and self._end is None:
+            i = handlers[self._state](s, i, base)
+
+    def _held(self, s: str, j: int, base: int, tag: bool = False) -> None:
+        if j < len(s):
+            self._hold = s[j:]
+            self._hold_pos = base + j
+            self._hold_tag = tag
+
+    def _read_tag(self, s: str, j: int, plen: int) -> int:
+        """End index (after ``>``) of the tag starting at ``j``; -1: need more text; -2: not a tag."""
+        lim = j + _TAG_MAX
+        gt = s.find(">", j + plen, lim)
+        stop = gt if gt >= 0 else min(len(s), lim)
+        nl = s.find("\n", j + plen, stop)
+        lt = s.find("<", j + plen, stop)
+        if nl >= 0 or lt >= 0:
+            return -2
+        if gt >= 0:
+            return gt + 1
+        return -1 if len(s) < lim else -2
+
+    # reasoning -------------------------------------------------------------
+
+    def _do_reasoning(self, s: str, i: int, base: int) -> int | None:
+        j, m = self._m_reason.find(s, i)
+        if j > i:
+            self._emit_reasoning(s[i:j])
+        if m is None:
+            self._held(s, j, base)
+            return None
+        self._r_limit = base + j
+        if m == THINK_END:
+            self._r_nl = ""
+            self._state = _CONTENT
+            self._c_lead = True
+            return j + len(m)
+        self._end = ("stop", None)
+        return None
+
+    def _emit_reasoning(self, piece: str) -> None:
+        if self._r_lead:
+            piece = piece.lstrip("\n")
+            if not piece:
+                return
+            self._r_lead = False
+        if self._r_nl:
+            piece = self._r_nl + piece
+            self._r_nl = ""
+        if piece[-1] == "\n":
+            body = piece.rstrip("\n")
+            self._r_nl = piece[len(body):]
+            if not body:
+                return
+            piece = body
+        self._out.append(ReasoningDelta(piece))
+
+    # content ---------------------------------------------------------------
+
+    def _do_content(self, s: str, i: int, base: int) -> int | None:
+        while True:
+            j, m = self._m_content.find(s, i)
+            if j > i:
+                self._emit_content(s[i:j])
+                if self._end is not None:
+                    return None
+            if m is None:
+                self._held(s, j, base)
+                return None
+            if m == THINK_END:
+                i = j + len(m)
+                continue
+            if m == _OPEN:
+                k = self._read_tag(s, j, len(_OPEN))
+                if k == -1:
+                    self._held(s, j, base, True)
+                    return None
+                if k == -2:
+                    self._note("stray_dsml")
+                    self._emit_content(_OPEN)
+                    if self._end is not None:
+                        return None
+                    i = j + len(_OPEN)
+                    continue
+                kind, name, _ = _classify(s[j:k])
+                if kind == _T_OPEN_BLOCK:
+                    self._enter_block()
+                    return k
+                if kind == _T_INVOKE:
+                    self._enter_block()
+                    self._start_call(name)
+                    return k
+                self._note("stray_dsml")
+                self._emit_content(s[j:k])
+                if self._end is not None:
+                    return None
+                i = k
+                continue
+            self._end = ("stop", None)  # EOS spelling
+            return None
+
+    def _emit_content(self, piece: str) -> None:
+        if self._after_block:
+            if not piece.strip():
+                self._c_nl += piece
+                return
+            self._after_block = False
+        if self._c_nl:
+            piece = self._c_nl + piece
+            self._c_nl = ""
+        if self._c_lead:
+            piece = piece.lstrip("\n")
+            if not piece:
+                return
+            self._c_lead = False
+        if piece[-1] == "\n":
+            body = piece.rstrip("\n")
+            self._c_nl = piece[len(body):]
+            if not body:
+                return
+            piece = body
+        self._deliver(piece)
+
+    def _deliver(self, piece: str) -> None:
+        if self._stops is None:
+            self._out.append(TextDelta(piece))
+            return
+        text, matched = self._stops.feed(piece)
+        if text:
+            self._out.append(TextDelta(text))
+        if matched is not None:
+            self._end = ("stop", matched)
+
+    def _enter_block(self) -> None:
+        self._c_nl = ""
+        self._after_block = False
+        if self._stops is not None:
+            held = self._stops.flush()
+            if held:
+                self._out.append(TextDelta(held))
+                self._c_lead = False
+        self._state = _BLOCK
+
+    def _leave_block(self) -> None:
+        self._state = _CONTENT
+        self._after_block = True
+
+    # tool-call block ---------------------------------------------------------
+
+    def _dsml_step(self, s: str, i: int, base: int) -> tuple[int, int, str, bool, int] | None:
+        """Shared scan for block/invoke/value states.
+
+        Returns None when everything up to the end was handed to ``_text_in_state`` (maybe with
+        a hold), else ``(tag_start, kind, name, is_string, tag_end)`` of the next complete tag
+        (kind ``_T_OTHER`` for a non-structural ``<｜DSML｜…>`` tag text).
+        """
+        find = self._m_dsml.find
+        while True:
+            j = s.find("<", i)
+            if j < 0:
+                j, m = len(s), None
+            elif s.startswith(_OPEN, j):
+                m = _OPEN
+            elif s.startswith(_CLOSE, j):
+                m = _CLOSE
+            else:
+                j, m = find(s, j)
+            if j > i:
+                self._text_in_state(s[i:j])
+                if self._end is not None or self._state == _CONTENT:
+                    return (j, -1, "", False, j)
+            if m is None:
+                self._held(s, j, base)
+                return None
+            if m in self._eos_text:
+                self._end = ("stop", None)
+                return None
+            k = self._read_tag(s, j, len(m))
+            if k == -1:
+                self._held(s, j, base, True)
+                return None
+            if k == -2:
+                self._text_in_state(m)
+                if self._end is not None or self._state == _CONTENT:
+                    return (j + len(m), -1, "", False, j + len(m))
+                i = j + len(m)
+                continue
+            kind, name, is_str = _classify(s[j:k])
+            if kind == _T_OTHER:  # not a structural tag: plain text of the current state
+                if self._state != _VALUE:
+                    self._note("stray_dsml")
+                self._text_in_state(s[j:k])
+                if self._end is not None or self._state == _CONTENT:
+                    return (k, -1, "", False, k)
+                i = k
+                continue
+            self._ws = ""
+            self._ws_text = False
+            return j, kind, name, is_str, k
+
+    def _text_in_state(self, text: str) -> None:
+        st = self._state
+        if st == _VALUE:
+            self._value_text(text)
+            return
+        body = text.rstrip()
+        if not body:
+            self._ws += text  # whitespace between tags: held, dropped at the next tag
+            return
+        self._note("text_in_tool_block")
+        ws = text[len(body):]
+        if st == _BLOCK:  # text between invokes: the block is over, back to content
+            self._c_nl = self._ws
+            self._ws = ""
+            self._leave_block()
+            self._emit_content(body)
+            if ws:
+                self._emit_content(ws)
+        else:  # text inside an invoke: content, trimmed as a run, the call continues
+            if self._ws_text:
+                body = self._ws + body
+            else:
+                body = body.lstrip()
+            self._ws = ws
+            self._ws_text = True
+            self._flush_args()
+            self._emit_content(body)
+
+    def _do_block(self, s: str, i: int, base: int) -> int | None:
+        r = self._dsml_step(s, i, base)
+        if r is None:
+            return None
+        j, kind, name, _, k = r
+        if kind == -1:
+            return k
+        if kind == _T_INVOKE:
+            self._start_call(name)
+        elif kind == _T_CLOSE_BLOCK:
+            self._leave_block()
+        elif kind == _T_PARAM:  # a parameter outside any invoke: text, back to content
+            self._note("stray_dsml")
+            self._text_in_state(s[j:k])
+        else:  # stray closer or a repeated block opener: markup, dropped
+            self._note("stray_dsml")
+        return k
+
+    def _do_invoke(self, s: str, i: int, base: int) -> int | None:
+        r = self._dsml_step(s, i, base)
+        if r is None:
+            return None
+        j, kind, name, is_str, k = r
+        if kind == -1:
+            return k
+        self._invoke_tag(kind, name, is_str, s[j:k])
+        return k
+
+    def _invoke_tag(self, kind: int, name: str, is_str: bool, tag: str) -> None:
+        if kind == _T_PARAM:
+            self._arg(f'{", " if self._nparams else ""}{encode_basestring(name)}: {chr(34) if is_str else ""}')
+            self._nparams += 1
+            self._vstring = is_str
+            self._vnl = False
+            self._vbuf = []
+            self._state = _VALUE
+        elif kind == _T_CLOSE_INVOKE:
+            self._end_call()
+            self._state = _BLOCK
+        elif kind == _T_INVOKE:
+            self._note("unclosed_invoke")
+            self._end_call()
+            self._start_call(name)
+        elif kind == _T_CLOSE_BLOCK:
+            self._note("unclosed_invoke")
+            self._end_call()
+            self._leave_block()
+        else:  # stray </parameter> or nested <tool_calls>
+            self._note("stray_dsml")
+
+    def _do_value(self, s: str, i: int, base: int) -> int | None:
+        r = self._dsml_step(s, i, base)
+        if r is None:
+            return None
+        j, kind, name, is_str, k = r
+        if kind == -1:
+            return k
+        if kind == _T_CLOSE_PARAM:
+            self._end_value(implicit=False)
+            self._state = _INVOKE
+        else:
+            self._note("implicit_parameter_close")
+            self._end_value(implicit=True)
+            self._state = _INVOKE
+            self._invoke_tag(kind, name, is_str, s[j:k])
+        return k
+
+    def _value_text(self, text: str) -> None:
+        if not self._vstring:
+            self._vbuf.append(text)
+            return
+        if self._vnl:
+            text = "\n" + text
+            self._vnl = False
+        if text[-1] == "\n":
+            self._vnl = True
+            text = text[:-1]
+            if not text:
+                return
+        self._arg(encode_basestring(text)[1:-1])
+
+    def _end_value(self, implicit: bool) -> None:
+        if self._vstring:
+            if self._vnl and not implicit:
+                self._arg("\\n")
+            self._vnl = False
+            self._arg('"')
+            return
+        raw = "".join(self._vbuf)
+        self._vbuf = []
+        if implicit and raw.endswith("\n"):
+            raw = raw[:-1]
+        if _is_json(raw):
+            self._arg(raw)
+        else:
+            self._note("invalid_json_argument")
+            self._arg(encode_basestring(raw))
+
+    def _start_call(self, name: str) -> None:
+        idx = self._ncalls
+        self._ncalls += 1
+        self._call = idx
+        self._args = []
+        self._nparams = 0
+        if self._declared and name not in self._declared:
+            self._note("undeclared_tool")
+        self._out.append(ToolCallStart(idx, self._new_id(idx), name))
+        self._args_sent = 0
+        self._arg("{")
+        self._state = _INVOKE
+
+    def _end_call(self) -> None:
+        self._arg("}")
+        self._flush_args()
+        self._out.append(ToolCallEnd(self._call, "".join(self._args)))
+        self._call = -1
+
+    def _arg(self, text: str) -> None:
+        self._args.append(text)
+
+    def _flush_args(self) -> None:
+        """Emit the argument text appended since the last flush as one delta."""
+        args = self._args
+        k = self._args_sent
+        if k < len(args):
+            self._out.append(ToolCallArgumentsDelta(self._call, args[k] if k + 1 == len(args) else "".join(args[k:])))
+            self._args_sent = len(args)
+
+    # ------------------------------------------------------------------ ending
+
+    def _note(self, tag: str) -> None:
+        self._notes[tag] = None
+
+    def _close(self, reason: str) -> None:
+        """Flush held text (unless a stop sequence matched), close an open call, emit Finish."""
+        if self._end is None or self._end[1] is None:
+            self._flush_held()
+        if self._call >= 0:
+            if self._state == _VALUE:
+                self._end_value(implicit=False)
+            self._note("truncated_tool_call")
+            self._end_call()
+        self._state = _DONE
+        self._settle()
+        self._out.append(
+            Finish(
+                reason,
+                self._completion,
+                self._rcount,
+                self._end[1] if self._end else None,
+                self._ncalls,
+                tuple(self._notes),
+            )
+        )
+
+    def _flush_held(self) -> None:
+        hold, self._hold = self._hold, ""
+        st = self._state
+        if hold:
+            if st == _REASONING:
+                self._emit_reasoning(hold)
+            elif st == _CONTENT:
+                self._emit_content(hold)
+            else:
+                self._text_in_state(hold)
+        if self._end is not None and self._end[1] is not None:
+            return  # flushing completed a stop sequence
+        if self._state == _REASONING:
+            if self._r_nl:
+                self._out.append(ReasoningDelta(self._r_nl))
+                self._r_nl = ""
+            if self._opts.thinking_stage is not None:
+                self._note("unclosed_reasoning")
+        if self._c_nl and not self._after_block:
+            nl, self._c_nl = self._c_nl, ""
+            self._deliver(nl)
+            if self._end is not None and self._end[1] is not None:
+                return
+        if self._stops is not None:
+            held = self._stops.flush()
+            if held:
+                self._out.append(TextDelta(held))
+
+
+def _coalesce(events: list[OutputEvent]) -> list[OutputEvent]:
+    """Merge adjacent deltas of the same kind (and call index) into one event."""
+    merged: list[OutputEvent] = []
+    prev = None
+    buf: list[str] = []
+    for ev in events:
+        t = type(ev)
+        if t is TextDelta or t is ReasoningDelta or t is ToolCallArgumentsDelta:
+            if prev is not None and type(prev) is t and (t is not ToolCallArgumentsDelta or prev.index == ev.index):
+                buf.append(ev.text)
+                continue
+            _flush_merge(merged, prev, buf)
+            prev = ev
+            buf = [ev.text]
+        else:
+            _flush_merge(merged, prev, buf)
+            prev = None
+            buf = []
+            merged.append(ev)
+    _flush_merge(merged, prev, buf)
+    return merged
+
+
+def _flush_merge(merged: list[OutputEvent], prev: OutputEvent | None, buf: list[str]) -> None:
+    if prev is None:
+        return
+    if len(buf) == 1:
+        merged.append(prev)
+    elif type(prev) is ToolCallArgumentsDelta:
+        merged.append(ToolCallArgumentsDelta(prev.index, "".join(buf)))
+    else:
+        merged.append(type(prev)("".join(buf)))
