@@ -1,0 +1,100 @@
+"""The ``recipe`` command: exit statuses, JSON contract, and no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures import api_requests
+from recipe.cli import main
+
+ROW = next(r for r in api_requests("chat") if "error" not in r and r["id"] == "C12")
+BAD = next(r for r in api_requests("chat") if r["id"] == "C10")
+
+
+def run(argv, capsys, stdin: str | None = None, monkeypatch=None):
+    if stdin is not None:
+        import io
+
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_render_json_matches_conformance(tmp_path, capsys):
+    f = tmp_path / "req.json"
+    f.write_text(json.dumps(ROW["request"]))
+    code, out, err = run(["render", str(f), "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["api"] == "chat" and doc["model"] == "deepseek-v4-pro" and doc["encoding"] == "deepseek_v4"
+    assert doc["prompt"] == ROW["prompt"] and doc["token_ids"] == ROW["token_ids"]
+    assert doc["num_tokens"] == len(ROW["token_ids"])
+
+
+def test_render_stdin_and_model_override(capsys, monkeypatch):
+    body = json.dumps({"model": "nope", "messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "disabled"}})
+    code, out, _ = run(["render", "-", "--json", "--model", "deepseek-v4-flash"], capsys, body, monkeypatch)
+    from recipe.tokenizer import load_tokenizer
+
+    hi = load_tokenizer().encode_ordinary("hi")
+    assert code == 0 and json.loads(out)["token_ids"] == [0, 128803, *hi, 128804, 128822]
+
+
+def test_rejected_request_exit_1_with_api_error(tmp_path, capsys):
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(BAD["request"]))
+    code, out, err = run(["render", str(f), "--json"], capsys)
+    assert code == 1
+    assert json.loads(out)["error"]["message"] == BAD["error"]["body"]["error"]["message"]
+    assert "rejected" in err and err.count("\n") == 1
+
+
+def test_unknown_model_names_supported_ones(tmp_path, capsys):
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}))
+    code, out, _ = run(["render", str(f), "--json"], capsys)
+    assert code == 1
+    assert json.loads(out)["error"]["message"].startswith("The supported API model names are DeepSeek-V4-Flash, ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["render"], ["render", "--api", "xml", "f"], ["bogus"], ["render", "--example", "nope"], [], ["tokenize"]],
+)
+def test_usage_errors_exit_2(argv, capsys):
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "Traceback" not in err
+
+
+def test_unreadable_and_invalid_inputs_exit_1(tmp_path, capsys):
+    code, _, err = run(["render", str(tmp_path / "missing.json")], capsys)
+    assert code == 1 and "cannot read" in err
+    f = tmp_path / "junk.json"
+    f.write_bytes(b"\xff{not json")
+    code, out, err = run(["render", str(f), "--json"], capsys)
+    assert code == 1 and "error" in json.loads(out)
+
+
+def test_human_view_shows_count(capsys):
+    code, out, _ = run(["render", "--example", "weather"], capsys)
+    assert code == 0 and "<｜Assistant｜>" in out and "tokens " in out
+
+
+def test_tokenize_json_keeps_special_spellings_as_text(capsys):
+    code, out, _ = run(["tokenize", "a<｜User｜>b", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["token_ids"] == [67, 30, 28217, 6756, 28217, 32, 68]
+    assert "".join(doc["pieces"]) == "a<｜User｜>b"
+
+
+def test_console_script_runs_in_a_subprocess():
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    proc = subprocess.run([sys.executable, "-m", "recipe.cli", "render", "--example", "hello", "--json"], capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["token_ids"][0] == 0
