@@ -1,0 +1,440 @@
+"""Prefix-cache keys: chained block hashes over prompt token ids, and cached-token accounting.
+
+A prompt's ids are cut into full blocks of ``block_size`` tokens (a trailing partial block gets no
+key) and each block is keyed by ``h_i = H(h_{i-1}, block_i, extra_i)`` from a root ``h_{-1}``, so a
+key names the whole prefix up to its block and the longest cached prefix is the number of leading
+keys a store holds. Two schemes (byte layouts in ``docs/cache-keys.md``):
+
+* ``native`` (default) — SHA-256 over ``parent ‖ uint32-LE ids ‖ uint32-LE len(x) ‖ x`` with ``x``
+  the canonical CBOR of the block's extra keys (empty when none); the root binds the scheme version,
+  model, tokenizer fingerprint, block size and tenant salt. ``native-xxh3`` is the same layout under
+  XXH3-128 (16-byte keys), for routing only.
+* ``vllm`` — vLLM v1 ``sha256_cbor``: ``sha256(cbor((parent, tuple(ids), extra_keys)))`` with the
+  root ``sha256(cbor(PYTHONHASHSEED))`` and vLLM's extra keys (LoRA name on every block,
+  ``(mm identifier, offset in block)`` for multimodal items overlapping the block, ``cache_salt`` on
+  the first block only, prompt-embeds digests), built without cbor2 and byte-identical to it.
+
+Keys are computed incrementally with :class:`KeyChain` (append ids, get the new full-block keys).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import operator
+import struct
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from typing import Any, Callable
+
+import xxhash
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "SCHEMES",
+    "KeySpec",
+    "BlockExtras",
+    "MultimodalItem",
+    "KeySet",
+    "KeyChain",
+    "block_keys",
+    "event_hash",
+    "cbor_encode",
+    "cached_prompt_tokens",
+    "PromptUsage",
+]
+
+#: DeepSeek's caching unit (tokens per block); vLLM's own default is 16.
+DEFAULT_BLOCK_SIZE = 64
+
+_BIG_ENDIAN = sys.byteorder == "big"
+_F6 = b"\xf6"  # CBOR null: vLLM's extra_keys=None
+_NO_EXTRAS = b"\x00\x00\x00\x00"  # native: uint32-LE length 0 of the extras field
+_PARENT_HEAD = b"\x83\x58\x20"  # CBOR array(3), then byte string(32): the parent digest
+
+
+# --------------------------------------------------------------------------- canonical CBOR
+
+
+def _cbor_head(major: int, n: int) -> bytes:
+    """CBOR initial byte(s) for ``major`` type with argument ``n`` in its shortest form (RFC 8949 §4.2.1)."""
+    m = major << 5
+    if n < 24:
+        return bytes((m | n,))
+    if n < 0x100:
+        return bytes((m | 24, n))
+    if n < 0x10000:
+        return bytes((m | 25,)) + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return bytes((m | 26,)) + n.to_bytes(4, "big")
+    if n < 1 << 64:
+        return bytes((m | 27,)) + n.to_bytes(8, "big")
+    raise ValueError(f"integer {n} does not fit CBOR's 64-bit argument")
+
+
+def cbor_encode(obj: Any) -> bytes:
+    """Canonical CBOR (RFC 8949 §4.2.1, as ``cbor2.dumps(obj, canonical=True)``) of a small value subset.
+
+    Supports None, bool, int in ``[-2**64, 2**64)``, str (UTF-8 text), bytes/bytearray (byte string)
+    and tuple/list (array) of those. Raises TypeError for other types, ValueError for larger ints.
+    """
+    if obj is None:
+        return _F6
+    if obj is True:
+        return b"\xf5"
+    if obj is False:
+        return b"\xf4"
+    if isinstance(obj, int):
+        return _cbor_head(0, obj) if obj >= 0 else _cbor_head(1, -1 - obj)
+    if isinstance(obj, str):
+        raw = obj.encode("utf-8")
+        return _cbor_head(3, len(raw)) + raw
+    if isinstance(obj, (bytes, bytearray)):
+        return _cbor_head(2, len(obj)) + bytes(obj)
+    if isinstance(obj, (tuple, list)):
+        return b"".join([_cbor_head(4, len(obj)), *map(cbor_encode, obj)])
+    raise TypeError(f"cannot encode {type(obj).__name__} as a cache-key extra")
+
+
+@functools.cache
+def _uint_table() -> list[bytes]:
+    """CBOR encodings of 0 .. 2**17-1 (covers the 129,280-id V4 vocabulary), built once (~30 ms)."""
+    return (
+        [bytes((i,)) for i in range(24)]
+        + [bytes((0x18, i)) for i in range(24, 0x100)]
+        + [b"\x19" + i.to_bytes(2, "big") for i in range(0x100, 0x10000)]
+        + [b"\x1a" + i.to_bytes(4, "big") for i in range(0x10000, 1 << 17)]
+    )
+
+
+def _cbor_uints(ids: Sequence[int]) -> tuple[bytes, ...]:
+    """Per-id CBOR encodings of non-negative ids (validated by the caller), table-driven."""
+    table = _uint_table()
+    try:
+        if len(ids) == 1:
+            return (table[ids[0]],)
+        return operator.itemgetter(*ids)(table) if ids else ()
+    except IndexError:  # an id beyond the table: the general (slower) encoder
+        return tuple(_cbor_head(0, i) for i in ids)
+
+
+# --------------------------------------------------------------------------- key parameters
+
+
+@dataclass(frozen=True, slots=True)
+class MultimodalItem:
+    """A multimodal input occupying prompt positions ``[offset, offset + length)``.
+
+    ``identifier`` is the engine's content hash (vLLM ``mm_feature.identifier``); every block the
+    item overlaps gets the extra key ``(identifier, offset - block_start)`` (vLLM v1 order).
+    """
+
+    identifier: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockExtras:
+    """Per-request inputs besides token ids that change the KV cache (vLLM ``extra_keys`` sources).
+
+    Attributes:
+        lora: LoRA adapter name (vLLM >= 0.10; older releases used the int id), on every block.
+        mm: multimodal items sorted by offset.
+        prompt_embeds: one digest per block (index = block number) when prompt embeddings are used.
+    """
+
+    lora: str | int | None = None
+    mm: tuple[MultimodalItem, ...] = ()
+    prompt_embeds: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """Everything that selects a key space: scheme, block size and what the root binds.
+
+    Attributes:
+        scheme: ``"native"`` (SHA-256), ``"native-xxh3"`` (XXH3-128, routing only) or ``"vllm"``.
+        block_size: tokens per block (>= 1).
+        model, tokenizer: model name and tokenizer fingerprint, bound into the native root.
+        salt: tenant salt: in the native root; vLLM's ``cache_salt`` (first-block extra key) in vllm
+            mode. Derive it server-side from the authenticated principal. ``""`` means no salt.
+        hash_seed: vllm only: the engine's ``PYTHONHASHSEED`` string (required in vllm mode).
+    """
+
+    scheme: str = "native"
+    block_size: int = DEFAULT_BLOCK_SIZE
+    model: str = ""
+    tokenizer: str = ""
+    salt: str | None = None
+    hash_seed: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"unknown cache-key scheme {self.scheme!r} (choose from {', '.join(SCHEMES)})")
+        if not isinstance(self.block_size, int) or not 1 <= self.block_size < 1 << 31:
+            raise ValueError(f"block_size must be an int in [1, 2**31), got {self.block_size!r}")
+        if self.scheme == "vllm" and self.hash_seed is None:
+            raise ValueError("the vllm scheme needs hash_seed: the engine's PYTHONHASHSEED string")
+
+    @property
+    def version(self) -> str:
+        """Versioned scheme name stored with every key set, e.g. ``"native-sha256/1"``."""
+        return SCHEMES[self.scheme].version
+
+    def root(self) -> bytes:
+        """The parent digest of block 0 (``h_{-1}``)."""
+        return SCHEMES[self.scheme].root(self)
+
+
+def _lp(text: str | None) -> bytes:
+    raw = (text or "").encode("utf-8")
+    return struct.pack("<I", len(raw)) + raw
+
+
+def _native_root(spec: KeySpec, size: int) -> bytes:
+    """SHA-256 of the domain tag and length-prefixed (version, model, tokenizer, block size, salt)."""
+    data = b"".join(
+        (b"recipe/prefix-cache\x00", _lp(spec.version), _lp(spec.model), _lp(spec.tokenizer),
+         struct.pack("<I", spec.block_size), _lp(spec.salt))
+    )
+    return hashlib.sha256(data).digest()[:size]
+
+
+def _vllm_root(spec: KeySpec) -> bytes:
+    """vLLM ``NONE_HASH = sha256_cbor(PYTHONHASHSEED)``; seed "0" gives 4e1195df…1c3e."""
+    return hashlib.sha256(cbor_encode(spec.hash_seed)).digest()
+
+
+# --------------------------------------------------------------------------- block chains
+
+
+def _native_chain(new: Callable[[bytes], Any]) -> Callable[..., list[bytes]]:
+    def run(parent: bytes, ids: array, block_size: int, tails: Iterable[bytes]) -> list[bytes]:
+        """Chain over ``ids`` (uint32 array, whole blocks); tails = per-block extras fields."""
+        if _BIG_ENDIAN:
+            ids = array("I", ids)
+            ids.byteswap()
+        mv = memoryview(ids).cast("B")
+        step = 4 * block_size
+        out: list[bytes] = []
+        append = out.append
+        h = parent
+        for off, tail in zip(range(0, len(mv), step), tails):
+            h = new(h + mv[off : off + step] + tail).digest()
+            append(h)
+        return out
+
+    return run
+
+
+def _vllm_chain(parent: bytes, ids: Sequence[int], block_size: int, tails: Iterable[bytes]) -> list[bytes]:
+    """vLLM ``hash_block_tokens`` with ``sha256_cbor`` over whole blocks of ``ids``."""
+    it = iter(_cbor_uints(ids))
+    # zip pulls block_size encodings per block from one iterator: (array head, *ids, extras).
+    bodies = map(b"".join, zip(repeat(_cbor_head(4, block_size)), *[it] * block_size, tails))
+    sha = hashlib.sha256
+    out: list[bytes] = []
+    append = out.append
+    h = parent
+    for body in bodies:
+        h = sha(_PARENT_HEAD + h + body).digest()
+        append(h)
+    return out
+
+
+def _native_tail(extra: tuple[Any, ...] | None) -> bytes:
+    if extra is None:
+        return _NO_EXTRAS
+    x = cbor_encode(extra)
+    return struct.pack("<I", len(x)) + x
+
+
+def _vllm_tail(extra: tuple[Any, ...] | None) -> bytes:
+    return cbor_encode(extra)
+
+
+@dataclass(frozen=True, slots=True)
+class _Scheme:
+    version: str
+    root: Callable[[KeySpec], bytes]
+    chain: Callable[..., list[bytes]]
+    tail: Callable[[tuple[Any, ...] | None], bytes]
+    typecode: str  # array typecode validating ids (and holding them, for native)
+    salt_in_root: bool
+
+
+#: Scheme name -> how its keys are made.
+SCHEMES: dict[str, _Scheme] = {
+    "native": _Scheme("native-sha256/1", lambda s: _native_root(s, 32), _native_chain(hashlib.sha256),
+                      _native_tail, "I", True),
+    "native-xxh3": _Scheme("native-xxh3-128/1", lambda s: _native_root(s, 16), _native_chain(xxhash.xxh3_128),
+                           _native_tail, "I", True),
+    "vllm": _Scheme("vllm-sha256-cbor/1", _vllm_root, _vllm_chain, _vllm_tail, "Q", False),
+}
+
+
+def _block_extra(extras: BlockExtras | None, salt: str | None, start: int, end: int, index: int) -> tuple | None:
+    """vLLM ``generate_block_hash_extra_keys`` order: LoRA, multimodal, cache_salt (block 0), embeds."""
+    keys: list[Any] = []
+    if extras is not None:
+        if extras.lora is not None:
+            keys.append(extras.lora)
+        keys.extend((m.identifier, m.offset - start) for m in extras.mm if m.offset < end and m.offset + m.length > start)
+    if salt and start == 0:
+        keys.append(salt)
+    if extras is not None and index < len(extras.prompt_embeds):
+        keys.append(extras.prompt_embeds[index])
+    return tuple(keys) if keys else None
+
+
+# --------------------------------------------------------------------------- public API
+
+
+@dataclass(frozen=True, slots=True)
+class KeySet:
+    """Keys of a prompt's full blocks, with the scheme version and block size they belong to."""
+
+    scheme: str
+    block_size: int
+    keys: tuple[bytes, ...]
+
+    def hex(self) -> list[str]:
+        """The keys as lowercase hex digests."""
+        return [k.hex() for k in self.keys]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"scheme", "block_size", "keys": [hex, ...]}``."""
+        return {"scheme": self.scheme, "block_size": self.block_size, "keys": self.hex()}
+
+
+@dataclass(slots=True)
+class KeyChain:
+    """Incremental block keys of one request: :meth:`extend` with ids, get the new full-block keys.
+
+    Feeding a prompt at once or token by token during decode gives the same keys.
+    """
+
+    spec: KeySpec
+    extras: BlockExtras | None = None
+    keys: list[bytes] = field(default_factory=list)
+    _pending: list[int] = field(default_factory=list, repr=False)
+    _parent: bytes = field(default=b"", repr=False)
+
+    def __post_init__(self) -> None:
+        self._parent = self.spec.root()
+
+    @property
+    def num_tokens(self) -> int:
+        """Ids fed so far (keyed blocks plus the pending partial block)."""
+        return len(self.keys) * self.spec.block_size + len(self._pending)
+
+    def extend(self, token_ids: Iterable[int]) -> list[bytes]:
+        """Append ids; returns the keys of the blocks they complete (possibly none).
+
+        Raises:
+            ValueError: an id is not an int in ``[0, 2**32)`` (native) / ``[0, 2**64)`` (vllm).
+        """
+        scheme = SCHEMES[self.spec.scheme]
+        if self._pending:
+            ids = self._pending + list(token_ids)
+        else:  # read-only from here on: a caller's list is used as it is
+            ids = token_ids if isinstance(token_ids, list) else list(token_ids)
+        try:
+            arr = array(scheme.typecode, ids)
+        except (OverflowError, TypeError) as exc:
+            bound = "2**32" if scheme.typecode == "I" else "2**64"
+            raise ValueError(f"token ids must be ints in [0, {bound}): {exc}") from None
+        b = self.spec.block_size
+        n_full = len(ids) // b * b
+        self._pending = ids[n_full:]
+        if not n_full:
+            return []
+        if n_full < len(ids):
+            arr, ids = arr[:n_full], ids[:n_full]
+        first = len(self.keys)
+        new = scheme.chain(self._parent, arr if scheme.typecode == "I" else ids, b, self._tails(scheme, first, n_full // b))
+        self._parent = new[-1]
+        self.keys.extend(new)
+        return new
+
+    def _tails(self, scheme: _Scheme, first: int, count: int) -> Iterator[bytes]:
+        salt = None if scheme.salt_in_root else self.spec.salt
+        b = self.spec.block_size
+        ex = self.extras
+        if ex is None or (not ex.mm and not ex.prompt_embeds):  # constant after block 0
+            head = scheme.tail(_block_extra(ex, salt, first * b, first * b + b, first))
+            rest = scheme.tail(_block_extra(ex, None, b, 2 * b, 1))
+            return chain((head,), repeat(rest, count - 1))
+        return (scheme.tail(_block_extra(ex, salt, i * b, i * b + b, i)) for i in range(first, first + count))
+
+
+def block_keys(token_ids: Sequence[int], spec: KeySpec = KeySpec(), extras: BlockExtras | None = None) -> KeySet:
+    """Keys of every full block of ``token_ids`` under ``spec`` (see :class:`KeyChain` for errors)."""
+    kc = KeyChain(spec, extras)
+    kc.extend(token_ids)
+    return KeySet(spec.version, spec.block_size, tuple(kc.keys))
+
+
+def event_hash(key: bytes) -> int:
+    """vLLM KV-event block hash: the low 64 bits of the digest, read big-endian (its last 8 bytes)."""
+    return int.from_bytes(key[-8:], "big")
+
+
+# --------------------------------------------------------------------------- accounting
+
+
+def cached_prompt_tokens(prompt_len: int, matched_blocks: int, block_size: int) -> int:
+    """Prompt tokens served from cache: ``matched_blocks * block_size``, capped so at least the
+    last prompt token is recomputed (``<= floor((prompt_len - 1) / block_size) * block_size``).
+
+    Raises:
+        ValueError: a negative length or count, or ``block_size < 1``.
+    """
+    if prompt_len < 0 or matched_blocks < 0 or block_size < 1:
+        raise ValueError("prompt_len and matched_blocks must be >= 0 and block_size >= 1")
+    if prompt_len == 0:
+        return 0
+    return min(matched_blocks, (prompt_len - 1) // block_size) * block_size
+
+
+@dataclass(frozen=True, slots=True)
+class PromptUsage:
+    """Prompt tokens and how many came from the prefix cache, in each API's vocabulary.
+
+    Raises ValueError unless ``0 <= cached_tokens <= prompt_tokens``.
+    """
+
+    prompt_tokens: int
+    cached_tokens: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.cached_tokens <= self.prompt_tokens:
+            raise ValueError(f"need 0 <= cached_tokens ({self.cached_tokens}) <= prompt_tokens ({self.prompt_tokens})")
+
+    @property
+    def prompt_cache_hit_tokens(self) -> int:
+        """DeepSeek Chat Completions ``usage.prompt_cache_hit_tokens``."""
+        return self.cached_tokens
+
+    @property
+    def prompt_cache_miss_tokens(self) -> int:
+        """DeepSeek ``usage.prompt_cache_miss_tokens`` (hit + miss = prompt_tokens)."""
+        return self.prompt_tokens - self.cached_tokens
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        """Anthropic Messages ``usage.input_tokens``: input tokens excluding cache reads."""
+        return self.prompt_tokens - self.cached_tokens
+
+    @property
+    def cache_read_input_tokens(self) -> int:
+        """Anthropic Messages ``usage.cache_read_input_tokens``."""
+        return self.cached_tokens
+
+    def cost(self, hit_per_million: float, miss_per_million: float) -> float:
+        """Prompt cost for per-million-token prices of cache hits and misses."""
+        return (self.cached_tokens * hit_per_million + self.prompt_cache_miss_tokens * miss_per_million) / 1e6
