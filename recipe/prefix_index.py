@@ -1,0 +1,336 @@
+"""Prefix index: which replica holds the longest cached prefix of a request's block keys.
+
+A store maps ``(namespace, block key, replica)`` to an expiry time. Because a block key names its
+whole prefix (:mod:`recipe.cache_keys`), a replica's score for a request is the number of *leading*
+keys it holds, probed from block 0 (always correct; bisection would need a prefix-closed store).
+
+Backends: :class:`MemoryPrefixIndex` (LRU bounded by entries, TTL per entry, injectable clock) and
+:class:`RedisPrefixIndex` (one Redis hash per key, field = replica, value = expiry; one pipelined
+round trip per lookup). A store failure raises :class:`PrefixIndexUnavailable`, never a wrong hit.
+:func:`simulate` replays a request trace through an index and prices the hits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+from urllib.parse import quote
+
+from recipe.cache_keys import KeySpec, PromptUsage, block_keys, cached_prompt_tokens
+
+__all__ = [
+    "PrefixIndex",
+    "PrefixIndexUnavailable",
+    "MemoryPrefixIndex",
+    "RedisPrefixIndex",
+    "namespace",
+    "best_replica",
+    "TraceRequest",
+    "SimulationReport",
+    "simulate",
+]
+
+Clock = Callable[[], float]
+
+
+class PrefixIndexUnavailable(RuntimeError):
+    """The index's store cannot be reached or answered wrongly; treat the request as a cache miss."""
+
+
+def namespace(spec: KeySpec, prefix: str = "recipe:pc") -> str:
+    """Index namespace for a key space: scheme version, block size, model and a tenant tag.
+
+    The tenant tag is the first 16 hex digits of SHA-256 of the salt (the salt itself is never
+    written to the store), ``-`` without a salt. Fields after ``prefix`` are percent-quoted, so ``:``
+    separates them unambiguously.
+    """
+    tenant = hashlib.sha256(spec.salt.encode("utf-8")).hexdigest()[:16] if spec.salt else "-"
+    parts = (spec.version, str(spec.block_size), spec.model or "-", tenant)
+    return ":".join([prefix, *(quote(p, safe="/") for p in parts)])
+
+
+def best_replica(scores: Mapping[str, int]) -> tuple[str | None, int]:
+    """The replica with the highest score (ties: smallest name) and its score; ``(None, 0)`` if none."""
+    if not scores:
+        return None, 0
+    name = min(scores, key=lambda r: (-scores[r], r))
+    return name, scores[name]
+
+
+class PrefixIndex(Protocol):
+    """What a prefix index offers; ``ns`` is a :func:`namespace`, keys are one request's block keys."""
+
+    def put(self, ns: str, keys: Sequence[bytes], replica: str = "", ttl: float | None = None) -> None:
+        """Record that ``replica`` holds these blocks, for ``ttl`` seconds (None: the index default)."""
+
+    def scores(self, ns: str, keys: Sequence[bytes]) -> dict[str, int]:
+        """Replica -> number of leading ``keys`` it holds (replicas holding block 0 only)."""
+
+    def longest_prefix(self, ns: str, keys: Sequence[bytes]) -> int:
+        """Leading keys held by the best replica (0 if none)."""
+
+    def evict(self, ns: str, keys: Sequence[bytes], replica: str | None = None) -> int:
+        """Forget these keys (for one replica, or all); returns the entries removed."""
+
+
+def _leading(keys: Sequence[bytes], holders: Callable[[int], Iterable[str]]) -> dict[str, int]:
+    """Per replica, how many leading keys it holds; ``holders(i)`` gives the live replicas of key i."""
+    if not keys:
+        return {}
+    alive = set(holders(0))
+    result: dict[str, int] = {}
+    for i in range(1, len(keys)):
+        if not alive:
+            break
+        here = set(holders(i))
+        for r in alive - here:
+            result[r] = i
+        alive &= here
+    for r in alive:
+        result[r] = len(keys)
+    return result
+
+
+class MemoryPrefixIndex:
+    """In-process :class:`PrefixIndex`: an LRU of ``(ns, key)`` entries, each with per-replica expiry.
+
+    Args:
+        max_entries: block keys kept; the least recently put or matched are dropped beyond it.
+        ttl: default seconds a replica's entry lives after its last put (None: no expiry; e.g.
+            3 days for agent traffic).
+        clock: seconds now (default ``time.time``); inject one in tests and simulations.
+    """
+
+    def __init__(self, max_entries: int = 1_000_000, ttl: float | None = None, clock: Clock = time.time) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        self.max_entries = max_entries
+        self.ttl = ttl
+        self.clock = clock
+        self._entries: OrderedDict[tuple[str, bytes], dict[str, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(self, ns: str, keys: Sequence[bytes], replica: str = "", ttl: float | None = None) -> None:
+        """See :class:`PrefixIndex`; drops least recently used keys beyond ``max_entries``."""
+        ttl = self.ttl if ttl is None else ttl
+        expiry = math.inf if ttl is None else self.clock() + ttl
+        entries = self._entries
+        for k in keys:
+            held = entries.get((ns, k))
+            if held is None:
+                entries[(ns, k)] = {replica: expiry}
+            else:
+                held[replica] = expiry
+                entries.move_to_end((ns, k))
+        while len(entries) > self.max_entries:
+            entries.popitem(last=False)
+
+    def _live(self, ns: str, key: bytes, now: float) -> Iterable[str]:
+        held = self._entries.get((ns, key))
+        if not held:
+            return ()
+        for r in [r for r, exp in held.items() if exp <= now]:  # expired: forget lazily
+            del held[r]
+        if not held:
+            del self._entries[(ns, key)]
+        return held
+
+    def scores(self, ns: str, keys: Sequence[bytes]) -> dict[str, int]:
+        """See :class:`PrefixIndex`; matched keys become most recently used."""
+        now = self.clock()
+        result = _leading(keys, lambda i: self._live(ns, keys[i], now))
+        for k in keys[: max(result.values(), default=0)]:
+            self._entries.move_to_end((ns, k))
+        return result
+
+    def longest_prefix(self, ns: str, keys: Sequence[bytes]) -> int:
+        """See :class:`PrefixIndex`."""
+        return best_replica(self.scores(ns, keys))[1]
+
+    def evict(self, ns: str, keys: Sequence[bytes], replica: str | None = None) -> int:
+        """See :class:`PrefixIndex` (counts the live replica entries removed)."""
+        now, removed = self.clock(), 0
+        for k in keys:
+            held = self._entries.get((ns, k))
+            if held is None:
+                continue
+            gone = dict(held) if replica is None else {replica: held.pop(replica)} if replica in held else {}
+            if replica is None or not held:
+                del self._entries[(ns, k)]
+            removed += sum(exp > now for exp in gone.values())
+        return removed
+
+
+def _text(field: bytes | str) -> str:
+    return field.decode("utf-8") if isinstance(field, bytes) else field
+
+
+class RedisPrefixIndex:
+    """:class:`PrefixIndex` on Redis: hash ``<ns>:<key bytes>``, field replica, value expiry (s).
+
+    Every put refreshes the hash's own Redis expiry to the longest field TTL (``PEXPIRE NX`` then
+    ``GT``); a field's logical expiry is checked against ``clock`` on read. Bound memory with the
+    server's ``maxmemory-policy`` (e.g. ``volatile-lru``). Each lookup is one pipelined round trip.
+
+    Args:
+        client: a ``redis.Redis`` (redis-py, the ``recipe[redis]`` extra).
+        ttl, clock: as in :class:`MemoryPrefixIndex`.
+    Raises:
+        PrefixIndexUnavailable: from every method when Redis fails (connection, timeout, error reply).
+    """
+
+    def __init__(self, client: Any, ttl: float | None = None, clock: Clock = time.time) -> None:
+        self.client = client
+        self.ttl = ttl
+        self.clock = clock
+
+    @classmethod
+    def from_url(cls, url: str, ttl: float | None = None, clock: Clock = time.time, **kwargs: Any) -> RedisPrefixIndex:
+        """Connect with ``redis.Redis.from_url(url, **kwargs)`` (requires redis-py)."""
+        try:
+            import redis
+        except ImportError as exc:  # pragma: no cover - optional extra
+            raise PrefixIndexUnavailable("RedisPrefixIndex needs redis-py: pip install 'recipe[redis]'") from exc
+        return cls(redis.Redis.from_url(url, **kwargs), ttl, clock)
+
+    @staticmethod
+    def _name(ns: str, key: bytes) -> bytes:
+        return ns.encode("utf-8") + b":" + key
+
+    def _run(self, fill: Callable[[Any], None]) -> list[Any]:
+        import redis
+
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            fill(pipe)
+            return pipe.execute()
+        except redis.RedisError as exc:
+            raise PrefixIndexUnavailable(f"prefix index store unavailable: {type(exc).__name__}: {exc}") from exc
+
+    def put(self, ns: str, keys: Sequence[bytes], replica: str = "", ttl: float | None = None) -> None:
+        """See :class:`PrefixIndex`."""
+        ttl = self.ttl if ttl is None else ttl
+        value = "inf" if ttl is None else repr(self.clock() + ttl)
+        ms = None if ttl is None else max(1, math.ceil(ttl * 1000))
+
+        def fill(p: Any) -> None:
+            for k in keys:
+                name = self._name(ns, k)
+                p.hset(name, replica, value)
+                if ms is None:
+                    p.persist(name)
+                else:
+                    p.pexpire(name, ms, nx=True)
+                    p.pexpire(name, ms, gt=True)
+
+        self._run(fill)
+
+    def scores(self, ns: str, keys: Sequence[bytes]) -> dict[str, int]:
+        """See :class:`PrefixIndex` (one pipelined ``HGETALL`` per key, one round trip)."""
+        if not keys:
+            return {}
+        rows = self._run(lambda p: [p.hgetall(self._name(ns, k)) for k in keys])
+        now = self.clock()
+        live = [{_text(f) for f, v in row.items() if float(v) > now} for row in rows]
+        return _leading(keys, live.__getitem__)
+
+    def longest_prefix(self, ns: str, keys: Sequence[bytes]) -> int:
+        """See :class:`PrefixIndex`."""
+        return best_replica(self.scores(ns, keys))[1]
+
+    def evict(self, ns: str, keys: Sequence[bytes], replica: str | None = None) -> int:
+        """See :class:`PrefixIndex` (counts the live replica entries removed; one round trip)."""
+        if not keys:
+            return 0
+        names = [self._name(ns, k) for k in keys]
+
+        def fill(p: Any) -> None:
+            for n in names:
+                p.hgetall(n)
+            if replica is None:
+                p.delete(*names)
+            else:
+                for n in names:
+                    p.hdel(n, replica)
+
+        rows, now = self._run(fill)[: len(names)], self.clock()
+        return sum(float(v) > now for row in rows for f, v in row.items() if replica is None or _text(f) == replica)
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """One request of a trace: its prompt ids, model, tenant salt and arrival time (seconds)."""
+
+    token_ids: Sequence[int]
+    model: str = ""
+    salt: str | None = None
+    time: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationReport:
+    """Totals of a replay. ``hit_rate`` = hit tokens / prompt tokens; costs in USD."""
+
+    requests: int
+    prompt_tokens: int
+    hit_tokens: int
+    miss_tokens: int
+    hit_rate: float
+    cost: float
+    cost_without_cache: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+def simulate(
+    trace: Iterable[TraceRequest],
+    spec: KeySpec = KeySpec(),
+    *,
+    hit_price: float = 0.14,
+    miss_price: float = 0.55,
+    max_entries: int = 1_000_000,
+    ttl: float | None = 3 * 86400,
+) -> SimulationReport:
+    """Replay ``trace`` through a fresh :class:`MemoryPrefixIndex` (one replica).
+
+    Each request looks up its keys (in the namespace of ``spec`` with the request's model and salt),
+    is charged ``cached_prompt_tokens`` hits at ``hit_price`` and the rest at ``miss_price`` (USD per
+    million tokens; defaults are DeepSeek's 0.14 / 0.55), then stores its keys. The clock is the
+    request's ``time`` (or its position in the trace when absent).
+    """
+    now = [0.0]
+    index = MemoryPrefixIndex(max_entries=max_entries, ttl=ttl, clock=lambda: now[0])
+    n = prompt = hits = 0
+    cost = 0.0
+    for i, req in enumerate(trace):
+        now[0] = float(i) if req.time is None else req.time
+        rspec = KeySpec(spec.scheme, spec.block_size, req.model, spec.tokenizer, req.salt, spec.hash_seed)
+        keys = block_keys(req.token_ids, rspec).keys
+        ns = namespace(rspec)
+        usage = PromptUsage(len(req.token_ids), cached_prompt_tokens(len(req.token_ids), index.longest_prefix(ns, keys), spec.block_size))
+        index.put(ns, keys)
+        n += 1
+        prompt += usage.prompt_tokens
+        hits += usage.cached_tokens
+        cost += usage.cost(hit_price, miss_price)
+    return SimulationReport(
+        requests=n,
+        prompt_tokens=prompt,
+        hit_tokens=hits,
+        miss_tokens=prompt - hits,
+        hit_rate=hits / prompt if prompt else 0.0,
+        cost=cost,
+        cost_without_cache=prompt * miss_price / 1e6,
+    )
