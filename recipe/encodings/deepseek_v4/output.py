@@ -287,7 +287,9 @@ class OutputParser:
             tid = token_ids[0]
             if tid in self._eos_set:
                 self._completion += 1
-                self._close("stop")
+                self._flush_decoder()
+                if self._state != _DONE:
+                    self._close(self._end[0] if self._end else "stop")
                 return out
             text = self._texts.get(tid) if not self._dec.buffer else None
             if text is None:
@@ -322,7 +324,9 @@ class OutputParser:
                 elif text:
                     self._feed(text)
             if cut < n and self._state != _DONE:
-                self._close("stop")
+                self._flush_decoder()
+                if self._state != _DONE:
+                    self._close(self._end[0] if self._end else "stop")
         if self._end is not None and self._state != _DONE:
             self._close(self._end[0])
         if self._call >= 0:
@@ -366,15 +370,21 @@ class OutputParser:
         if self._state == _DONE:
             return []
         out = self._out = []
-        tail = self._dec.decode(b"", final=True)
-        if tail:
-            self._feed(tail)
-        self._close(self._end[0] if self._end else reason)
+        self._flush_decoder()
+        if self._state != _DONE:
+            self._close(self._end[0] if self._end else reason)
         if self._call >= 0:
             self._flush_args()
         if len(out) > 1:
             out = self._out = _coalesce(out)
         return out
+
+    def _flush_decoder(self) -> None:
+        """Bytes of an unfinished code point at the end of the ids become U+FFFD (deviation 8)."""
+        if self._dec.buffer:
+            tail = self._dec.decode(b"", final=True)
+            if tail and self._end is None:
+                self._feed(tail)
 
     def _decode_one(self, tid: int) -> str:
         b = self._tb(tid)
@@ -607,9 +617,21 @@ class OutputParser:
             else:
                 j, m = find(s, j)
             if j > i:
-                self._text_in_state(s[i:j])
-                if self._end is not None or self._state == _CONTENT:
-                    return (j, -1, "", False, j)
+                if self._state == _BLOCK:
+                    seg = s[i:j]
+                    body = seg.lstrip()
+                    if body:  # text between invokes: the block is over, continue as content
+                        p = j - len(body)
+                        self._note("text_in_tool_block")
+                        self._c_nl = self._ws + s[i:p]
+                        self._ws = ""
+                        self._leave_block()
+                        return (p, -1, "", False, p)
+                    self._ws += seg
+                else:
+                    self._text_in_state(s[i:j])
+                    if self._end is not None:
+                        return (j, -1, "", False, j)
             if m is None:
                 self._held(s, j, base)
                 return None
