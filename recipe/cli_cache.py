@@ -1,0 +1,219 @@
+"""``recipe cache keys|diff|simulate``: prefix-cache keys, prefix stability and hit-rate replay.
+
+:func:`register` adds the commands to the main parser. Input files are request files converted by
+the ``load_prompt_ids`` callback, or JSON objects ``{"model": ..., "token_ids": [...]}`` (optional
+``"boundaries": [[message index, start, end], ...]``, ``"tokenizer"``: fingerprint) read directly.
+Exit status: 0 ok, 1 bad input file, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from recipe.cache_keys import DEFAULT_BLOCK_SIZE, SCHEMES, KeySpec, block_keys
+from recipe.prefix_diff import first_divergence
+from recipe.prefix_index import TraceRequest, simulate
+
+__all__ = ["register", "LoadPromptIds"]
+
+#: ``path -> (model, token ids, [(message index, start, end), ...])``; raises on a bad file.
+LoadPromptIds = Callable[[str], "tuple[str, list[int], list]"]
+
+
+class _BadInput(Exception):
+    """An input file that cannot be used (exit status 1)."""
+
+
+def _ids_object(obj: Any, where: str) -> dict[str, Any] | None:
+    """``obj`` if it is a direct ``{"token_ids": [...]}`` object, None if it is something else."""
+    if not isinstance(obj, dict) or "token_ids" not in obj:
+        return None
+    ids = obj["token_ids"]
+    if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
+        raise _BadInput(f"{where}: token_ids must be a list of non-negative ints")
+    if not isinstance(obj.get("model", ""), str):
+        raise _BadInput(f"{where}: model must be a string")
+    return obj
+
+
+def _load(path: str, load_prompt_ids: LoadPromptIds | None) -> tuple[str, list[int], list, str | None]:
+    """(model, ids, boundaries, tokenizer fingerprint or None) of an input file."""
+    try:
+        obj = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError) as exc:
+        if load_prompt_ids is None:
+            raise _BadInput(f"{path}: {exc}") from None
+        obj = None
+    direct = _ids_object(obj, path)
+    if direct is not None:
+        return direct.get("model", ""), direct["token_ids"], direct.get("boundaries") or [], direct.get("tokenizer")
+    if load_prompt_ids is None:
+        raise _BadInput(f"{path}: not a {{\"token_ids\": [...]}} object")
+    try:
+        model, ids, boundaries = load_prompt_ids(path)
+    except Exception as exc:  # the callback's own errors: a bad request file
+        raise _BadInput(f"{path}: {exc}") from None
+    return model, list(ids), list(boundaries or []), None
+
+
+def _fingerprint(given: str | None) -> str:
+    if given is not None:
+        return given
+    from recipe.tokenizer import load_tokenizer
+
+    return load_tokenizer().fingerprint
+
+
+def _spec(ns: argparse.Namespace, model: str, tokenizer: str | None) -> KeySpec:
+    if ns.scheme == "vllm" and ns.hash_seed is None:
+        raise _Usage("--scheme vllm needs --hash-seed (the engine's PYTHONHASHSEED)")
+    if ns.block_size < 1:
+        raise _Usage("--block-size must be >= 1")
+    native = ns.scheme != "vllm"
+    return KeySpec(ns.scheme, ns.block_size, model if native else "", _fingerprint(tokenizer) if native else "",
+                   ns.salt, ns.hash_seed)
+
+
+class _Usage(Exception):
+    """A usage error found after parsing (exit status 2)."""
+
+
+def _cmd_keys(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
+    model, ids, _, tok = _load(ns.file, load)
+    spec = _spec(ns, model, tok)
+    ks = block_keys(ids, spec)
+    if ns.json:
+        print(json.dumps({**ks.to_json(), "model": model, "num_tokens": len(ids)}))
+    else:
+        print(f"{ks.scheme}  block_size={ks.block_size}  tokens={len(ids)}  full blocks={len(ks.keys)}")
+        for i, k in enumerate(ks.hex()):
+            print(f"{i:6d}  {k}")
+    return 0
+
+
+def _cmd_diff(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
+    if ns.block_size < 1:
+        raise _Usage("--block-size must be >= 1")
+    _, a, _, _ = _load(ns.a, load)
+    _, b, boundaries, _ = _load(ns.b, load)
+    try:
+        d = first_divergence(a, b, boundaries)
+    except ValueError as exc:
+        raise _BadInput(f"{ns.b}: {exc}") from None
+    report = {
+        "shared_tokens": d.shared, "len_a": d.len_a, "len_b": d.len_b, "extends": d.extends,
+        "shared_blocks": d.shared_blocks(ns.block_size), "block_size": ns.block_size,
+        "token_a": d.token_a, "token_b": d.token_b, "message_index": d.message_index,
+    }
+    if ns.json:
+        print(json.dumps(report))
+    elif d.extends:
+        print(f"B extends A: all {d.len_a} tokens shared ({report['shared_blocks']} blocks of {ns.block_size})")
+    else:
+        where = "" if d.message_index is None else f" in message {d.message_index}"
+        print(f"shared prefix: {d.shared} tokens ({report['shared_blocks']} blocks of {ns.block_size}); "
+              f"breaks at token {d.shared}{where}: A has {d.token_a}, B has {d.token_b}")
+    return 0
+
+
+def _trace(path: str, load: LoadPromptIds | None) -> Iterator[TraceRequest]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _BadInput(f"{path}: {exc}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise _BadInput(f"{where}: {exc}") from None
+        if not isinstance(obj, dict):
+            raise _BadInput(f"{where}: each line must be a JSON object")
+        if isinstance(obj.get("file"), str):  # a request file, relative to the trace
+            model, ids, _, _ = _load(str(Path(path).parent / obj["file"]), load)
+        elif _ids_object(obj, where) is not None:
+            model, ids = obj.get("model", ""), obj["token_ids"]
+        else:
+            raise _BadInput(f"{where}: want \"token_ids\" or \"file\"")
+        salt, t = obj.get("salt"), obj.get("time")
+        if salt is not None and not isinstance(salt, str) or t is not None and not isinstance(t, (int, float)):
+            raise _BadInput(f"{where}: salt must be a string and time a number")
+        yield TraceRequest(ids, model, salt, t)
+
+
+def _cmd_simulate(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
+    if ns.max_entries < 1 or ns.ttl is not None and ns.ttl <= 0:
+        raise _Usage("--max-entries must be >= 1 and --ttl > 0")
+    spec = _spec(ns, "", "")
+    report = simulate(_trace(ns.trace, load), spec, hit_price=ns.hit_price, miss_price=ns.miss_price,
+                      max_entries=ns.max_entries, ttl=ns.ttl)
+    out = report.to_json()
+    if ns.json:
+        print(json.dumps(out))
+    else:
+        print(f"requests {report.requests}  prompt tokens {report.prompt_tokens}  hit {report.hit_tokens}  "
+              f"miss {report.miss_tokens}  hit rate {report.hit_rate:.1%}")
+        print(f"cost ${report.cost:.6f} (without cache ${report.cost_without_cache:.6f}; "
+              f"hit ${ns.hit_price}/M, miss ${ns.miss_price}/M)")
+    return 0
+
+
+def _key_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheme", choices=tuple(SCHEMES), default="native")
+    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N")
+    p.add_argument("--hash-seed", metavar="S", help="vllm: the engine's PYTHONHASHSEED")
+    p.add_argument("--salt", metavar="S", help="tenant salt (native root / vLLM cache_salt)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _runner(cmd: Callable[[argparse.Namespace, LoadPromptIds | None], int], load: LoadPromptIds | None):
+    def run(ns: argparse.Namespace) -> int:
+        try:
+            return cmd(ns, load)
+        except _BadInput as exc:
+            print(f"recipe cache: {exc}", file=sys.stderr)
+            return 1
+        except _Usage as exc:
+            print(f"recipe cache: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def register(subparsers: argparse._SubParsersAction, load_prompt_ids: LoadPromptIds | None = None) -> None:
+    """Add ``cache keys``, ``cache diff`` and ``cache simulate`` to ``subparsers``.
+
+    ``load_prompt_ids(path) -> (model, token_ids, boundaries)`` converts request files; JSON files
+    holding ``token_ids`` are read directly. Each command's ``run(namespace)`` returns the exit status.
+    """
+    cache = subparsers.add_parser("cache", help="prefix-cache keys, prefix stability, hit-rate simulation")
+    cache.set_defaults(run=lambda ns: (cache.print_help(sys.stderr), 2)[1])
+    sub = cache.add_subparsers(dest="cache_command", metavar="CACHE_COMMAND")
+
+    k = sub.add_parser("keys", help="block keys of a prompt")
+    k.add_argument("file", metavar="FILE")
+    _key_options(k)
+    k.set_defaults(run=_runner(_cmd_keys, load_prompt_ids))
+
+    d = sub.add_parser("diff", help="shared prefix of two prompts and where it breaks")
+    d.add_argument("a", metavar="A")
+    d.add_argument("b", metavar="B")
+    d.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(run=_runner(_cmd_diff, load_prompt_ids))
+
+    s = sub.add_parser("simulate", help="replay a JSONL trace through an in-memory prefix index")
+    s.add_argument("trace", metavar="TRACE.jsonl")
+    _key_options(s)
+    s.add_argument("--hit-price", type=float, default=0.14, metavar="USD", help="per million cached tokens")
+    s.add_argument("--miss-price", type=float, default=0.55, metavar="USD", help="per million uncached tokens")
+    s.add_argument("--max-entries", type=int, default=1_000_000, metavar="N")
+    s.add_argument("--ttl", type=float, default=3 * 86400, metavar="SECONDS")
+    s.set_defaults(run=_runner(_cmd_simulate, load_prompt_ids))
