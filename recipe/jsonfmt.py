@@ -237,8 +237,9 @@ def _py_dumps(value: Any, comma: str, colon: str) -> str:
     return "".join(parts)
 
 
-#: Splits orjson output into non-string (even indices) and string (odd indices) runs.
-_STRING_SPLIT_RE = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")', re.S)
+#: Layout of orjson's OPT_INDENT_2 output (a newline plus indentation; never inside strings).
+_COMMA_LAYOUT_RE = re.compile(r",\n *")
+_LAYOUT_RE = re.compile(r"\n *")
 
 _PROBE = [1e16, 1e-5, 1.5e-7, 100.0, -0.0, 5e-324, 1.7976931348623157e308, 1e15, 0.0001, 1e-6]
 _ORJSON_OK = (
@@ -269,16 +270,18 @@ def dumps_compact(value: Any) -> str:
 def dumps_prompt(value: Any) -> str:
     """JSON as printed inside the V4 prompt (separators ``", "`` / ``": "``; §1.2.6).
 
+    Fast path: orjson's indented output (``": "`` already; raw newlines occur only as layout,
+    since newlines inside strings are escaped), with the layout collapsed to ``", "``.
+
     Raises:
         TypeError: as :func:`dumps_compact`.
     """
     if isinstance(value, str):
         return _encode_str(value)
-    out = _orjson_compact(value)
-    if out is None:
-        return _py_dumps(value, ", ", ": ")
-    if '"' not in out:
-        return out.replace(",", ", ").replace(":", ": ")
-    pieces = _STRING_SPLIT_RE.split(out)
-    pieces[::2] = [p.replace(",", ", ").replace(":", ": ") for p in pieces[::2]]
-    return "".join(pieces)
+    if _ORJSON_OK:
+        try:
+            out = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+        except TypeError:
+            return _py_dumps(value, ", ", ": ")
+        return _LAYOUT_RE.sub("", _COMMA_LAYOUT_RE.sub(", ", out))
+    return _py_dumps(value, ", ", ": ")

@@ -305,7 +305,12 @@ def _read_tagged(v: Any) -> Any:
 
 
 def _emit(node: Any, top: bool = False) -> dict[str, Any]:
-    """Check ``node`` (depth-first, parity order) and return its normalised JSON form."""
+    """Check ``node`` (depth-first, parity order) and return its normalised JSON form.
+
+    ``top`` exempts an object from the no-properties check: the tool parameters root and,
+    observed in the target, the branches of a root-level ``anyOf``. Per object the order is:
+    no-properties, children, required, additionalProperties.
+    """
     if isinstance(node, _Obj):
         props = node.properties or {}
         if not top and not props:
@@ -343,7 +348,7 @@ def _emit(node: Any, top: bool = False) -> dict[str, Any]:
             out["description"] = node.description
         return out
     if isinstance(node, _AnyOf):
-        out = {"anyOf": [_emit(b) for b in node.branches]}
+        out = {"anyOf": [_emit(b, top) for b in node.branches]}  # branches stay at their parent's depth
         if node.description is not None:
             out["description"] = node.description
         return out
@@ -368,12 +373,13 @@ def _normalize(schema: Any, ctx: _StrictContext) -> dict[str, Any]:
         node = _read_schema(schema)
     except _DeError as exc:
         raise RequestError(ctx.read_prefix + str(exc)) from None
-    if not isinstance(node, _Obj):
-        raise RequestError(ctx.top_level_message)
     try:
-        return _emit(node, top=ctx.empty_top_object_ok)
+        out = _emit(node, top=ctx.empty_top_object_ok)
     except _SemError as exc:
         raise RequestError(str(exc)) from None
+    if not isinstance(node, _Obj):
+        raise RequestError(ctx.top_level_message)
+    return out
 
 
 def normalize_strict_schema(schema: Any, *, tool_name: str | None = None) -> dict[str, Any]:
@@ -457,10 +463,6 @@ def _is_ecma_regex(pattern: str) -> bool:
     return True
 
 
-_FORMAT_CHECKER = jsonschema.FormatChecker(formats=())
-_FORMAT_CHECKER.checks("regex")(_is_ecma_regex)
-
-
 def _properties_in_instance_order(validator: Any, properties: Any, instance: Any, schema: Any) -> Any:
     if not validator.is_type(instance, "object"):
         return
@@ -480,22 +482,12 @@ def _additional_properties_in_instance_order(validator: Any, ap: Any, instance: 
         yield from validator.descend(value, ap, path=name)
 
 
-def _property_names_show_value(validator: Any, property_names: Any, instance: Any, schema: Any) -> Any:
-    if not validator.is_type(instance, "object"):
-        return
-    for name, value in instance.items():
-        for error in validator.descend(instance=name, schema=property_names):
-            error.instance = value  # the Rust crate shows the property's value
-            yield error
-
-
 def _meta_validator(cls: Any) -> Any:
     ext = _jsv.extend(
         cls,
         {
             "properties": _properties_in_instance_order,
             "additionalProperties": _additional_properties_in_instance_order,
-            "propertyNames": _property_names_show_value,
         },
     )
     init_fields = [(f.name, f.alias) for f in attrs.fields(ext) if f.init]
@@ -513,7 +505,7 @@ def _meta_validator(cls: Any) -> Any:
     if "allOf" in meta and "properties" in meta:  # the crate checks the top-level properties first
         order = ["type", "properties"]
         meta = {**{k: meta[k] for k in order if k in meta}, **{k: v for k, v in meta.items() if k not in order}}
-    return ext(meta, format_checker=_FORMAT_CHECKER)
+    return ext(meta)
 
 
 _DRAFTS: dict[str, Any] = {
@@ -582,28 +574,79 @@ def _meta_message(error: Any) -> str:
     return error.message
 
 
-def _unresolved_pointer(root: Any) -> str | None:
-    """The first local ``$ref`` JSON pointer (``#/…``) that does not resolve in ``root``."""
-    skip = {"const", "enum", "default", "examples"}
-    stack: list[Any] = [root]
-    while stack:
-        node = stack.pop()
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
+
+def _compile_problem(root: Any) -> str | None:
+    """What the Rust crate's schema compilation rejects after the meta-schema passed.
+
+    Walks the schema in document order: a ``pattern`` that is not a valid regex
+    (``"(" is not a "regex"``), a ``patternProperties`` key that is not (the crate shows the
+    property's *value*), and a local ``$ref`` (``#/pointer`` or ``#anchor``) that does not resolve.
+    Remote references and ``$id`` URI syntax are not checked.
+    """
+    anchors: set[str] | None = None
+
+    def ref_problem(ref: str) -> str | None:
+        nonlocal anchors
+        if not ref.startswith("#") or ref == "#":
+            return None
+        if not ref.startswith("#/"):
+            if anchors is None:
+                anchors = set()
+                collect(root)
+            return None if ref[1:] in anchors else f"Anchor '{ref[1:]}' does not exist"
+        target: Any = root
+        for raw in ref[2:].split("/"):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(target, dict) and part in target:
+                target = target[part]
+            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+                target = target[int(part)]
+            else:
+                return f"Pointer '{ref[1:]}' does not exist"
+        return None
+
+    def collect(node: Any) -> None:
         if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/"):
-                target: Any = root
-                for raw in ref[2:].split("/"):
-                    part = raw.replace("~1", "/").replace("~0", "~")
-                    if isinstance(target, dict) and part in target:
-                        target = target[part]
-                    elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
-                        target = target[int(part)]
-                    else:
-                        return f"Pointer '{ref[1:]}' does not exist"
-            stack.extend(v for k, v in reversed(list(node.items())) if k not in skip)
+            for key, value in node.items():
+                if key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
+                    anchors.add(value)  # type: ignore[union-attr]
+                elif key not in _DATA_KEYWORDS:
+                    collect(value)
         elif isinstance(node, list):
-            stack.extend(reversed(node))
-    return None
+            for item in node:
+                collect(item)
+
+    def visit(node: Any) -> str | None:
+        if isinstance(node, list):
+            for item in node:
+                problem = visit(item)
+                if problem is not None:
+                    return problem
+            return None
+        if not isinstance(node, dict):
+            return None
+        for key, value in node.items():
+            problem = None
+            if key in _DATA_KEYWORDS:
+                continue
+            if key == "pattern" and isinstance(value, str):
+                problem = None if _is_ecma_regex(value) else f'{dumps_compact(value)} is not a "regex"'
+            elif key == "$ref" and isinstance(value, str):
+                problem = ref_problem(value)
+            elif key == "patternProperties" and isinstance(value, dict):
+                for name, sub in value.items():
+                    problem = (None if _is_ecma_regex(name) else f'{dumps_compact(sub)} is not a "regex"') or visit(sub)
+                    if problem is not None:
+                        break
+            else:
+                problem = visit(value)
+            if problem is not None:
+                return problem
+        return None
+
+    return visit(root)
 
 
 def _schema_problem(schema: Any) -> str | None:
@@ -617,7 +660,7 @@ def _schema_problem(schema: Any) -> str | None:
     error = next(iter(validator.iter_errors(schema)), None)
     if error is not None:
         return _meta_message(error)
-    return _unresolved_pointer(schema)
+    return _compile_problem(schema)
 
 
 def validate_tool_parameters(parameters: Any, tool_name: str) -> None:
