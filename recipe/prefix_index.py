@@ -87,7 +87,10 @@ def _leading(keys: Sequence[bytes], holders: Callable[[int], Iterable[str]]) -> 
     for i in range(1, len(keys)):
         if not alive:
             break
-        here = set(holders(i))
+        here = holders(i)
+        if len(alive) == 1 and next(iter(alive)) in here:  # the common single-holder case
+            continue
+        here = set(here)
         for r in alive - here:
             result[r] = i
         alive &= here
