@@ -80,6 +80,8 @@ def tools(draw) -> list[dict[str, Any]]:
         if draw(st.booleans()):
             props = draw(st.dictionaries(ident, st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "number", "description": "n"}]), max_size=3))
             fn["parameters"] = {"type": "object", "properties": props}
+            if draw(st.integers(0, 3)) == 0:
+                fn["strict"] = draw(st.booleans())
         out.append({"type": "function", "function": fn})
     return out
 
@@ -126,7 +128,16 @@ def chat_requests(draw) -> dict[str, Any]:
         body["reasoning_effort"] = eff
     rf = draw(st.sampled_from([None, "text", "json_object", "json_schema", "regex"]))
     if rf == "json_schema":
-        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "s", "schema": draw(st.dictionaries(st.text(max_size=4), json_value, max_size=3))}}
+        schema = draw(
+            st.one_of(
+                st.dictionaries(st.text(max_size=4), json_value, max_size=3),
+                st.builds(lambda p: {"type": "object", "properties": p}, st.dictionaries(ident, st.sampled_from([{"type": "string"}, {"type": "integer", "minimum": 0}]), max_size=3)),
+            )
+        )
+        spec = {"name": "s", "schema": schema}
+        if draw(st.booleans()):
+            spec["strict"] = draw(st.booleans())
+        body["response_format"] = {"type": "json_schema", "json_schema": spec}
     elif rf == "regex":
         body["response_format"] = {"type": "regex", "regex": draw(text)}
     elif rf:

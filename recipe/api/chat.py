@@ -332,6 +332,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     common.check_strict_mixing(tools)
 
     rf = _response_format(req.response_format)
+    common.check_response_format(rf)
     if has_prefix and rf.type == "json_object":
         raise RequestError("response_format json_object should not be used with prefix", param="response_format")
     if rf.type == "json_object" and not common.mentions_json(_texts(messages)):

@@ -20,6 +20,7 @@ from recipe.conversation import (
     OutputConstraint,
     ParsingOptions,
     ReasoningEffort,
+    ResponseFormat,
     ToolChoice,
     ToolDefinition,
 )
@@ -27,7 +28,9 @@ from recipe.errors import RequestError
 from recipe.options import Options
 from recipe.structured import (
     json_schema_constraint,
+    normalize_strict_response_schema,
     normalize_strict_schema,
+    validate_response_schema,
     tools_constraint_json,
     validate_tool_parameters,
 )
@@ -43,6 +46,7 @@ __all__ = [
     "check_max_tokens",
     "check_stop",
     "mentions_json",
+    "check_response_format",
     "output_constraint",
     "parsing_options",
     "f32",
@@ -218,6 +222,22 @@ def check_stop(stop: Sequence[str], field: str, *, indexed: bool) -> tuple[str, 
                 param=name,
             )
     return tuple(stop)
+
+
+def check_response_format(rf: ResponseFormat, field: str = "response_format") -> None:
+    """A json_schema response format must be a valid schema: strict ones must normalise (§1.5
+    rules, response-format variant), others must pass meta-schema validation. Raises RequestError."""
+    if rf.type != "json_schema":
+        return
+    try:
+        if rf.strict:
+            normalize_strict_response_schema(rf.schema)
+        else:
+            validate_response_schema(rf.schema)
+    except RequestError as err:
+        if err.param is None:
+            err.param = field
+        raise
 
 
 def mentions_json(texts: Iterable[str]) -> bool:
