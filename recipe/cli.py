@@ -176,9 +176,11 @@ def _load_prompt_ids(path: str) -> tuple[str, list[int], list[tuple[int, int, in
     """Request file -> (model, prompt token ids, message boundaries) for the cache commands."""
     from recipe.pipeline import prepare
 
+    from recipe.prompt import message_token_spans
+
     raw = _read_input(path, None)
     prep = prepare(raw)
-    return prep.model, prep.token_ids, []
+    return prep.model, prep.token_ids, message_token_spans(load_tokenizer(), prep.prompt)
 
 
 def main(argv: list[str] | None = None) -> int:

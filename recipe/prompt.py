@@ -15,7 +15,7 @@ from typing import Union
 
 from recipe.tokenizer import Tokenizer
 
-__all__ = ["Special", "Text", "Segment", "Prompt", "SegmentCache", "encode_prompt"]
+__all__ = ["Special", "Text", "Segment", "Prompt", "SegmentCache", "encode_prompt", "message_token_spans"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +42,13 @@ class Prompt:
     Attributes:
         segments: special and text segments in order (adjacent texts may appear; they are joined
             before encoding).
+        message_starts: ``(message index, segment index)`` pairs: where the rendering of each
+            message group begins (index into the conversation's messages; the system section is
+            attributed to the first system message). Empty when the encoding does not record them.
     """
 
     segments: tuple[Segment, ...]
+    message_starts: tuple[tuple[int, int], ...] = ()
 
     @property
     def text(self) -> str:
@@ -158,3 +162,51 @@ def encode_prompt(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | No
         else:
             ids.extend(tokenizer.encode_ordinary(text))
     return ids
+
+
+def message_token_spans(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | None = None) -> list[tuple[int, int, int]]:
+    """``(message index, start, end)`` token spans of ``prompt.message_starts`` (half-open).
+
+    A message group that starts at a special segment gets an exact start; one that starts inside a
+    run of joined text is attributed from the start of that run (tokens can straddle the join).
+    """
+    if not prompt.message_starts:
+        return []
+    starts = dict((seg, msg) for msg, seg in prompt.message_starts)
+    offsets: list[tuple[int, int]] = []  # (token offset, message index)
+    pos = 0
+    pending: list[int] = []
+    buf: list[str] = []
+
+    def flush() -> None:
+        nonlocal pos
+        if buf:
+            text = "".join(buf)
+            ids = cache.encode(tokenizer, text) if cache is not None else tokenizer.encode_ordinary(text)
+            for msg in pending:
+                offsets.append((pos, msg))
+            pending.clear()
+            buf.clear()
+            pos += len(ids)
+
+    for k, seg in enumerate(prompt.segments):
+        if type(seg) is Special:
+            flush()
+            for msg in pending:
+                offsets.append((pos, msg))
+            pending.clear()
+            if k in starts:
+                offsets.append((pos, starts[k]))
+            pos += 1
+        else:
+            if k in starts:
+                pending.append(starts[k])
+            buf.append(seg.text)
+    flush()
+    for msg in pending:
+        offsets.append((pos, msg))
+    spans = []
+    for j, (start, msg) in enumerate(offsets):
+        end = offsets[j + 1][0] if j + 1 < len(offsets) else pos
+        spans.append((msg, start, end))
+    return spans

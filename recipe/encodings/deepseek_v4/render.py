@@ -196,9 +196,11 @@ def _prefix_assistant(msg: AssistantMessage, thinking: bool) -> list[Segment]:
     return out
 
 
-def _body(conv: Conversation) -> tuple[list[Segment], bool]:
-    """Message groups in order; returns (segments, ends_with_prefix)."""
-    msgs = [m for m in conv.messages if type(m) is not SystemMessage]
+def _body(conv: Conversation, base: int, starts: list[tuple[int, int]]) -> tuple[list[Segment], bool]:
+    """Message groups in order; returns (segments, ends_with_prefix). Appends each group's
+    (message index, segment index) to ``starts``, segment indices offset by ``base``."""
+    indexed = [(k, m) for k, m in enumerate(conv.messages) if type(m) is not SystemMessage]
+    msgs = [m for _, m in indexed]
     think_history = conv.thinking and bool(conv.tools)
     out: list[Segment] = []
     call_order: dict[str, int] = {}
@@ -206,6 +208,7 @@ def _body(conv: Conversation) -> tuple[list[Segment], bool]:
     while i < n:
         m = msgs[i]
         kind = type(m)
+        starts.append((indexed[i][0], base + len(out)))
         if kind is UserMessage or kind is ToolMessage:
             j = i
             while j < n and type(msgs[j]) in (UserMessage, ToolMessage):
@@ -236,18 +239,22 @@ def render(conv: Conversation) -> Prompt:
     assistant. Never raises for a well-formed Conversation.
     """
     segs: list[Segment] = [_S_BOS]
+    starts: list[tuple[int, int]] = []
+    first_system = next((k for k, m in enumerate(conv.messages) if type(m) is SystemMessage), None)
+    if first_system is not None:
+        starts.append((first_system, 1))
     if conv.thinking:
         effort = EFFORT_TEXTS.get(conv.reasoning_effort, _EFFORT_HIGH)
         if effort:
             segs.append(Text(effort))
     segs += _system_section(conv)
-    body, ends_with_prefix = _body(conv)
+    body, ends_with_prefix = _body(conv, len(segs), starts)
     segs += body
     if not ends_with_prefix:
         segs += (_S_ASSISTANT, _S_THINK if conv.thinking else _S_THINK_END)
         if conv.tool_choice.mode == "required" and conv.tools:
             segs += _FORCED_CALLS_OPEN
-    return Prompt(tuple(segs))
+    return Prompt(tuple(segs), tuple(starts))
 
 
 def iter_text(segments: Iterable[Segment]) -> str:
