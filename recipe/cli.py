@@ -59,29 +59,6 @@ def _dump(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def _conversion(prep: Any) -> dict[str, Any]:
-    conv = prep.conversation
-    oc = prep.output_constraint
-    return {
-        "encoding": prep.encoding,
-        "thinking": conv.thinking,
-        "reasoning_effort": conv.reasoning_effort,
-        "tool_choice": conv.tool_choice.mode,
-        "response_format": conv.response_format.type,
-        "output_constraint": None if oc is None else {"kind": oc.kind, "schema": oc.schema},
-        "parse_tool_calls": prep.parsing.parse_tool_calls,
-        "starts_in_tool_calls": prep.parsing.starts_in_tool_calls,
-        "parse_json_output": prep.parsing.parse_json_output,
-        "stop_sequences": list(conv.stop),
-        "max_tokens": conv.max_tokens,
-        "temperature": conv.sampling.temperature,
-        "top_p": conv.sampling.top_p,
-        "logprobs": conv.sampling.logprobs,
-        "top_logprobs": conv.sampling.top_logprobs,
-        "seed": conv.sampling.seed,
-    }
-
-
 def _cmd_render(ns: argparse.Namespace) -> int:
     from recipe.pipeline import detect_api, prepare
 
@@ -111,7 +88,7 @@ def _cmd_render(ns: argparse.Namespace) -> int:
                 "special_ranges": prep.prompt.special_ranges,
                 "token_ids": prep.token_ids,
                 "num_tokens": len(prep.token_ids),
-                "conversion": _conversion(prep),
+                "conversion": prep.conversion(),
             }
         )
         return 0

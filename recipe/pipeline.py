@@ -67,6 +67,31 @@ class PreparedRequest:
     output_constraint: OutputConstraint | None
     stream: bool
 
+    def conversion(self) -> dict[str, Any]:
+        """The conversion settings as a JSON-ready dict (the keys of the parity vectors' ``conversion``):
+        encoding, thinking, reasoning_effort, tool_choice, response_format, output_constraint
+        (``{"kind", "schema"}`` or None), parse flags, stop_sequences, max_tokens and sampling."""
+        conv, oc = self.conversation, self.output_constraint
+        return {
+            "encoding": self.encoding,
+            "thinking": conv.thinking,
+            "reasoning_effort": conv.reasoning_effort,
+            "tool_choice": conv.tool_choice.mode,
+            "response_format": conv.response_format.type,
+            "output_constraint": None if oc is None else {"kind": oc.kind, "schema": oc.schema},
+            "parse_tool_calls": self.parsing.parse_tool_calls,
+            "starts_in_tool_calls": self.parsing.starts_in_tool_calls,
+            "parse_json_output": self.parsing.parse_json_output,
+            "thinking_stage": self.parsing.thinking_stage,
+            "stop_sequences": list(conv.stop),
+            "max_tokens": conv.max_tokens,
+            "temperature": conv.sampling.temperature,
+            "top_p": conv.sampling.top_p,
+            "logprobs": conv.sampling.logprobs,
+            "top_logprobs": conv.sampling.top_logprobs,
+            "seed": conv.sampling.seed,
+        }
+
 
 _default_cache = SegmentCache()
 

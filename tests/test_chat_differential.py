@@ -17,28 +17,15 @@ def _ours(body):
         prep = prepare(body, "chat")
     except RequestError as err:
         return {"ok": False, "stage": err.stage, "message": err.message}
-    c = prep.conversation
-    oc = prep.output_constraint
+    conversion = prep.conversion()
+    for key in ("encoding", "reasoning_effort", "tool_choice", "response_format"):
+        del conversion[key]
     return {
         "ok": True,
         "prompt": prep.prompt.text,
         "special_ranges": [list(r) for r in prep.prompt.special_ranges],
         "token_ids": prep.token_ids,
-        "conversion": {
-            "thinking": c.thinking,
-            "output_constraint": None if oc is None else {"kind": oc.kind, "schema": oc.schema},
-            "parse_tool_calls": prep.parsing.parse_tool_calls,
-            "starts_in_tool_calls": prep.parsing.starts_in_tool_calls,
-            "parse_json_output": prep.parsing.parse_json_output,
-            "thinking_stage": prep.parsing.thinking_stage,
-            "stop_sequences": list(c.stop),
-            "max_tokens": c.max_tokens,
-            "temperature": c.sampling.temperature,
-            "top_p": c.sampling.top_p,
-            "logprobs": c.sampling.logprobs,
-            "top_logprobs": c.sampling.top_logprobs,
-            "seed": c.sampling.seed,
-        },
+        "conversion": conversion,
     }
 
 

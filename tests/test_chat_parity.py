@@ -16,28 +16,6 @@ CONVERSION_KEYS = (
 )
 
 
-def _conversion(prep):
-    conv, oc = prep.conversation, prep.output_constraint
-    return {
-        "encoding": prep.encoding,
-        "thinking": conv.thinking,
-        "reasoning_effort": conv.reasoning_effort,
-        "tool_choice": conv.tool_choice.mode,
-        "response_format": conv.response_format.type,
-        "output_constraint": None if oc is None else {"kind": oc.kind, "schema": oc.schema},
-        "parse_tool_calls": prep.parsing.parse_tool_calls,
-        "starts_in_tool_calls": prep.parsing.starts_in_tool_calls,
-        "parse_json_output": prep.parsing.parse_json_output,
-        "stop_sequences": list(conv.stop),
-        "max_tokens": conv.max_tokens,
-        "temperature": conv.sampling.temperature,
-        "top_p": conv.sampling.top_p,
-        "logprobs": conv.sampling.logprobs,
-        "top_logprobs": conv.sampling.top_logprobs,
-        "seed": conv.sampling.seed,
-    }
-
-
 def test_vectors_present():
     assert len(ROWS) >= 40
 
@@ -48,7 +26,7 @@ def test_accepted_row(row):
     assert prep.prompt.text == row["prompt"]
     assert [list(r) for r in prep.prompt.special_ranges] == row["special_ranges"]
     assert prep.token_ids == row["token_ids"]
-    got = _conversion(prep)
+    got = prep.conversion()
     assert got["encoding"] == row["conversion"]["encoding"]
     for key in CONVERSION_KEYS:
         assert got[key] == row["conversion"][key], key
