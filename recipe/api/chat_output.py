@@ -1,0 +1,219 @@
+"""Chat Completions output: output events → ``chat.completion.chunk`` payloads and ``chat.completion``.
+
+Shapes follow deepseek-recipe 0.2.0 (the parity target) and what the official ``openai`` SDK
+accumulates (api-wire-formats §2.2–2.4, §7); the rules are tabled in docs/streaming.md:
+
+* every chunk: ``{"id","object":"chat.completion.chunk","created","model","system_fingerprint",
+  "choices":[{"index":0,"delta":…,"logprobs":…,"finish_reason":…}]}`` plus ``"usage"`` (see below);
+* first chunk: the role delta — ``{"role":"assistant","content":""}``; in thinking mode
+  ``{"role":"assistant","content":null,"reasoning_content":""}``, or
+  ``{"role":"assistant","content":"","reasoning_content":null}`` for a prefix continuation of
+  the answer (``content_continuation``);
+* text: ``{"content":t}``; thinking mode ``{"content":null,"reasoning_content":t}`` /
+  ``{"content":t,"reasoning_content":null}``;
+* tool call ``i``: first ``{"tool_calls":[{"index":i,"id","type":"function","function":{"name","arguments":""}}]}``,
+  then ``{"tool_calls":[{"index":i,"function":{"arguments":fragment}}]}`` (id/type/name only once);
+* final chunk: ``{"content":""}`` (thinking: ``+ "reasoning_content": null``) with the mapped
+  ``finish_reason`` and the ``usage`` object, plus ``"recipe": {"notes": [...]}`` when the parser
+  flagged degraded output;
+* ``usage`` on non-final chunks: ``null`` unless the request streams without
+  ``stream_options.include_usage``, in which case the key is absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import orjson
+
+from recipe.streaming import (
+    Finish,
+    OutputEvent,
+    ParsedOutput,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStart,
+    sse_done,
+)
+
+if TYPE_CHECKING:
+    from recipe.completion import ChannelLogprobs, ResponseMeta, TokenLogprob
+    from recipe.pipeline import PreparedRequest
+
+__all__ = ["ChatEncoder", "FINISH_REASONS", "chat_finish_reason"]
+
+#: (backend finish reason, tool calls made and no stop sequence matched) -> Chat ``finish_reason``.
+#: Backend reasons not listed pass through unchanged (the SDK accepts any string).
+FINISH_REASONS: dict[tuple[str, bool], str] = {
+    ("stop", False): "stop",
+    ("stop", True): "tool_calls",
+    ("length", False): "length",
+    ("length", True): "length",
+    ("content_filter", False): "content_filter",
+    ("content_filter", True): "content_filter",
+}
+
+
+def chat_finish_reason(reason: str, tool_calls: int, matched_stop: str | None) -> str:
+    """Chat ``finish_reason`` for a backend ``reason`` (table :data:`FINISH_REASONS`)."""
+    return FINISH_REASONS.get((reason, bool(tool_calls) and matched_stop is None), reason)
+
+
+def _lp(e: TokenLogprob) -> dict[str, Any]:
+    return {
+        "token": e.token,
+        "logprob": e.logprob,
+        "bytes": list(e.token_bytes),
+        "top_logprobs": [{"token": a.token, "logprob": a.logprob, "bytes": list(a.token_bytes)} for a in e.top],
+    }
+
+
+class ChatEncoder:
+    """The Chat Completions :class:`~recipe.completion.StreamEncoder`.
+
+    Args:
+        prep: the prepared Chat request (``request.stream``, ``request.stream_options`` and
+            the thinking stage decide the chunk shapes).
+        meta: id, model, created, fingerprint and prompt token counts.
+    """
+
+    id_prefix: ClassVar[str] = "chatcmpl-"
+
+    __slots__ = ("_meta", "_thinking", "_reasoning_first", "_usage_null", "_head")
+
+    def __init__(self, prep: PreparedRequest, meta: ResponseMeta) -> None:
+        req = prep.request
+        self._meta = meta
+        stage = prep.parsing.thinking_stage
+        self._thinking = stage is not None
+        # a prefix continuation of the answer (thinking mode) opens with content, not reasoning
+        self._reasoning_first = self._thinking and stage != "content_continuation"
+        opts = getattr(req, "stream_options", None)
+        include_usage = bool(opts is not None and opts.include_usage)
+        self._usage_null = not getattr(req, "stream", False) or include_usage
+        self._head = (meta.id, meta.created, meta.model, meta.system_fingerprint)
+
+    # ------------------------------------------------------------------ chunks
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+        i, created, model, fp = self._head
+        c = {
+            "id": i,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "system_fingerprint": fp,
+            "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
+        }
+        if self._usage_null:
+            c["usage"] = None
+        return c
+
+    def open(self) -> list[dict[str, Any]]:
+        """The role chunk."""
+        if self._reasoning_first:
+            return [self._chunk({"role": "assistant", "content": None, "reasoning_content": ""})]
+        if self._thinking:
+            return [self._chunk({"role": "assistant", "content": "", "reasoning_content": None})]
+        return [self._chunk({"role": "assistant", "content": ""})]
+
+    def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
+        """One chunk per delta / tool-call start; ``ToolCallEnd`` and ``Finish`` produce nothing here.
+        ``logprobs`` go on the first content or reasoning chunk."""
+        out: list[dict[str, Any]] = []
+        chunk = self._chunk
+        thinking = self._thinking
+        pending = logprobs
+        for ev in events:
+            t = type(ev)
+            if t is TextDelta:
+                lp = None
+                if pending:
+                    lp, pending = {"content": [_lp(e) for e in pending]}, None
+                out.append(chunk({"content": ev.text, "reasoning_content": None} if thinking else {"content": ev.text}, None, lp))
+            elif t is ToolCallArgumentsDelta:
+                out.append(chunk({"tool_calls": [{"index": ev.index, "function": {"arguments": ev.text}}]}))
+            elif t is ReasoningDelta:
+                lp = None
+                if pending:
+                    lp, pending = {"reasoning_content": [_lp(e) for e in pending]}, None
+                out.append(chunk({"content": None, "reasoning_content": ev.text}, None, lp))
+            elif t is ToolCallStart:
+                call = {"index": ev.index, "id": ev.id, "type": "function", "function": {"name": ev.name, "arguments": ""}}
+                out.append(chunk({"tool_calls": [call]}))
+        return out
+
+    def _usage(self, completion: int, reasoning: int) -> dict[str, Any]:
+        m = self._meta
+        u: dict[str, Any] = {
+            "prompt_tokens": m.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": m.prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": m.cached_tokens},
+        }
+        if self._thinking:
+            u["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+        u["prompt_cache_hit_tokens"] = m.cached_tokens
+        u["prompt_cache_miss_tokens"] = m.prompt_tokens - m.cached_tokens
+        return u
+
+    def close(self, finish: Finish) -> list[dict[str, Any]]:
+        """The final chunk: empty content delta, mapped ``finish_reason``, ``usage`` (+ notes)."""
+        delta: dict[str, Any] = {"content": "", "reasoning_content": None} if self._thinking else {"content": ""}
+        c = self._chunk(delta, chat_finish_reason(finish.reason, finish.tool_calls, finish.matched_stop))
+        c["usage"] = self._usage(finish.completion_tokens, finish.reasoning_tokens)
+        if finish.notes:
+            c["recipe"] = {"notes": list(finish.notes)}
+        return [c]
+
+    # ------------------------------------------------------------------ whole response
+
+    def response(self, parsed: ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
+        """The ``chat.completion`` object; equals what ``ChatCompletionStreamState`` accumulates from
+        this encoder's chunks (same id, created, model, fingerprint)."""
+        m = self._meta
+        message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+        if self._reasoning_first or parsed.reasoning_content:
+            message["reasoning_content"] = parsed.reasoning_content
+        if parsed.tool_calls:
+            message["tool_calls"] = [
+                {"index": c.index, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in parsed.tool_calls
+            ]
+        lp = None
+        if logprobs is not None:
+            lp = {"content": [_lp(e) for e in logprobs.content]}
+            if logprobs.reasoning:
+                lp["reasoning_content"] = [_lp(e) for e in logprobs.reasoning]
+        reason = parsed.backend_reason or "stop"
+        body: dict[str, Any] = {
+            "id": m.id,
+            "object": "chat.completion",
+            "created": m.created,
+            "model": m.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": lp,
+                    "finish_reason": chat_finish_reason(reason, len(parsed.tool_calls), parsed.matched_stop),
+                }
+            ],
+            "usage": self._usage(parsed.completion_tokens, parsed.reasoning_tokens),
+            "system_fingerprint": m.system_fingerprint,
+        }
+        if parsed.notes:
+            body["recipe"] = {"notes": list(parsed.notes)}
+        return body
+
+    # ------------------------------------------------------------------ framing
+
+    def frame(self, payload: dict[str, Any]) -> bytes:
+        """``data: {json}\\n\\n`` (no ``event:`` line; compact orjson never contains a newline)."""
+        return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    def done(self) -> bytes:
+        """``data: [DONE]\\n\\n``."""
+        return sse_done()

@@ -1,0 +1,401 @@
+"""Model output → API responses and SSE streams, for any API: the driver a serving stack calls.
+
+Data flow::
+
+    token ids ──► OutputParser (encoding) ──► output events ──► StreamEncoder (per API) ──► payloads
+                                                                                   └─► frame() ──► SSE bytes
+
+:class:`CompletionStream` owns one parser and one API encoder for one request::
+
+    prep = recipe.prepare(body)
+    cs = recipe.CompletionStream(prep, cached_tokens=hits)
+    for ids in engine:                      # any chunking; one id per push is fine
+        send(cs.sse(cs.push(ids)))
+        if cs.finished: break               # EOS or a stop sequence ended the output
+    send(cs.sse(cs.finish("length" if out_of_budget else "stop")))
+
+and :func:`response` builds the non-streamed response for a whole output. The encoder is picked by
+``prep.api`` from :data:`ENCODERS`; every encoder implements the :class:`StreamEncoder` protocol, so
+adding an API means adding one class and one table row.
+
+Log probabilities: when the request asked for them (Chat ``logprobs: true``) and the engine passes
+``logprobs`` to :meth:`CompletionStream.push` (one ``(logprob, [(token_id, logprob), …])`` pair per
+token id, deepseek-recipe's ``InferenceChunk.tokens`` shape), each token's entry is attached to the
+channel (content or reasoning) its text lands in — see docs/streaming.md "Log probabilities".
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from recipe.encodings.deepseek_v4.output import OutputParser
+from recipe.pipeline import PreparedRequest
+from recipe.streaming import (
+    Finish,
+    OutputEvent,
+    ParsedOutput,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    accumulate,
+)
+from recipe.tokenizer import Tokenizer, load_tokenizer
+
+__all__ = [
+    "ResponseMeta",
+    "TokenLogprob",
+    "ChannelLogprobs",
+    "StreamEncoder",
+    "ENCODERS",
+    "CompletionStream",
+    "response",
+    "response_from_text",
+    "new_response_id",
+]
+
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_TEXT = (TextDelta, ReasoningDelta)
+_TOOL = (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseMeta:
+    """Per-response values every encoder needs (all fixed for the whole stream).
+
+    Attributes:
+        id: the response id (``chatcmpl-…`` for Chat).
+        model: the model name echoed in every payload.
+        created: Unix seconds.
+        system_fingerprint: the backend's fingerprint, or None.
+        prompt_tokens: prompt length in tokens, cached tokens included.
+        cached_tokens: prompt tokens served from the prefix cache (``0 <= cached <= prompt``).
+    """
+
+    id: str
+    model: str
+    created: int
+    system_fingerprint: str | None
+    prompt_tokens: int
+    cached_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One sampled token's log probability (or one alternative of it).
+
+    Attributes:
+        token_id: vocabulary id.
+        token: the token's text; when its bytes are not whole UTF-8, every byte as ``\\xNN``
+            (deepseek-recipe's spelling).
+        token_bytes: the token's raw bytes.
+        logprob: natural-log probability.
+        top: the alternatives the engine reported (each with empty ``top``).
+    """
+
+    token_id: int
+    token: str
+    token_bytes: bytes
+    logprob: float
+    top: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelLogprobs:
+    """All log-probability entries of one output, split by where their text landed."""
+
+    content: tuple[TokenLogprob, ...] = ()
+    reasoning: tuple[TokenLogprob, ...] = ()
+
+
+@runtime_checkable
+class StreamEncoder(Protocol):
+    """What one API's output encoder does. Construct it as ``Encoder(prep, meta)``.
+
+    Payloads are plain JSON-ready dicts (one per SSE event); :meth:`frame` turns one into bytes.
+    Calls come in this order: :meth:`open` once, :meth:`on_events` any number of times,
+    :meth:`close` once. :meth:`response` is independent (the non-streamed object).
+    """
+
+    #: prefix of generated response ids (``chatcmpl-`` for Chat).
+    id_prefix: ClassVar[str]
+
+    def open(self) -> list[dict[str, Any]]:
+        """Payloads at stream start (Chat: the role chunk)."""
+        ...
+
+    def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
+        """Payloads for parser events (never a :class:`Finish`: give that to :meth:`close`).
+        ``logprobs`` belong to the first content/reasoning delta among ``events``."""
+        ...
+
+    def close(self, finish: Finish) -> list[dict[str, Any]]:
+        """The final payload(s): finish reason and usage."""
+        ...
+
+    def response(self, parsed: ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
+        """The non-streamed response object for a whole parsed output."""
+        ...
+
+    def frame(self, payload: dict[str, Any]) -> bytes:
+        """One SSE frame for ``payload``."""
+        ...
+
+    def done(self) -> bytes | None:
+        """The terminator frame sent after the last payload, or None if the API has none."""
+        ...
+
+
+def _encoders() -> Mapping[str, type]:
+    from recipe.api.chat_output import ChatEncoder
+
+    return MappingProxyType({"chat": ChatEncoder})
+
+
+#: API name -> encoder class (``Encoder(prep, meta)`` implementing :class:`StreamEncoder`).
+ENCODERS: Mapping[str, type] = _encoders()
+
+
+def new_response_id(prefix: str, seed: int | str | None = None) -> str:
+    """``prefix`` + 29 characters ``[A-Za-z0-9]``; the same seed gives the same id, None a fresh one."""
+    rng: random.Random = random.SystemRandom() if seed is None else random.Random(f"response-id:{seed}")
+    return prefix + "".join(rng.choices(_ALNUM, k=29))
+
+
+def _token_text(b: bytes) -> str:
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"\\x{c:02x}" for c in b)
+
+
+class CompletionStream:
+    """Turns one request's model output into that API's stream payloads, incrementally.
+
+    Args:
+        prep: the prepared request (``prepare(body)``); ``prep.api`` picks the encoder.
+        prompt_tokens: prompt length for usage (default ``len(prep.token_ids)``).
+        cached_tokens: prompt tokens served from cache (``0 <= cached_tokens <= prompt_tokens``).
+        response_id: the response id (default: generated, ``chatcmpl-…``; reproducible with ``seed``).
+        created: Unix seconds (default: now).
+        seed: makes generated ids (response id, tool-call ids) reproducible.
+        system_fingerprint: echoed in Chat chunks (default null).
+        tokenizer: the vocabulary (default: the embedded DeepSeek-V4 one).
+        model: the model name to echo (default ``prep.model``).
+        eos_token_ids: ids that end the output (EOS / stop tokens).
+
+    Raises:
+        ValueError: negative counts, ``cached_tokens > prompt_tokens``, or an API without an encoder.
+
+    Every method returns payload dicts; :meth:`sse` frames them. Never raises on model output:
+    degraded output is reported in the final payload (``"recipe": {"notes": [...]}``).
+    """
+
+    __slots__ = ("_prep", "_tok", "_parser", "_enc", "_opened", "_finish", "_done_sent", "_want_lp",
+                 "_pending", "_lp_content", "_lp_reasoning", "_events", "_is_special")
+
+    def __init__(
+        self,
+        prep: PreparedRequest,
+        *,
+        prompt_tokens: int | None = None,
+        cached_tokens: int = 0,
+        response_id: str | None = None,
+        created: int | None = None,
+        seed: int | str | None = None,
+        system_fingerprint: str | None = None,
+        tokenizer: Tokenizer | None = None,
+        model: str | None = None,
+        eos_token_ids: Sequence[int] = (1,),
+    ) -> None:
+        cls = ENCODERS.get(prep.api)
+        if cls is None:
+            raise ValueError(f"no output encoder for the {prep.api} API yet")
+        prompt = len(prep.token_ids) if prompt_tokens is None else prompt_tokens
+        if prompt < 0 or cached_tokens < 0 or cached_tokens > prompt:
+            raise ValueError(f"need 0 <= cached_tokens ({cached_tokens}) <= prompt_tokens ({prompt})")
+        self._prep = prep
+        self._tok = tok = tokenizer or load_tokenizer()
+        self._parser = OutputParser(prep.parsing, tok, tool_call_id=seed, eos_token_ids=eos_token_ids)
+        meta = ResponseMeta(
+            id=response_id if response_id is not None else new_response_id(cls.id_prefix, seed),
+            model=prep.model if model is None else model,
+            created=int(time.time()) if created is None else created,
+            system_fingerprint=system_fingerprint,
+            prompt_tokens=prompt,
+            cached_tokens=cached_tokens,
+        )
+        self._enc: StreamEncoder = cls(prep, meta)
+        self._opened = False
+        self._finish: Finish | None = None
+        self._done_sent = False
+        self._want_lp = bool(getattr(prep.request, "logprobs", False))
+        self._pending: list[TokenLogprob] = []
+        self._lp_content: list[TokenLogprob] = []
+        self._lp_reasoning: list[TokenLogprob] = []
+        self._events: list[OutputEvent] | None = None
+        self._is_special = tok.is_special
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def finished(self) -> bool:
+        """True once the output has ended (finish, EOS, stop sequence); later pushes return ``[]``."""
+        return self._finish is not None
+
+    @property
+    def encoder(self) -> StreamEncoder:
+        """The API encoder in use."""
+        return self._enc
+
+    def push(self, token_ids: Sequence[int], logprobs: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """Feed completion token ids (any number); returns the payloads they complete.
+
+        ``logprobs``: None, or one ``(logprob, [(token_id, logprob), …])`` pair per id; used only when
+        the request asked for log probabilities. Raises ``ValueError`` if the count differs from the
+        ids' and ``KeyError`` for an id outside the vocabulary (caller errors, not model output).
+        """
+        if self._finish is not None:
+            return []
+        out = self._open()
+        if logprobs is not None and self._want_lp:
+            if len(logprobs) != len(token_ids):
+                raise ValueError(f"{len(logprobs)} log probabilities for {len(token_ids)} token ids")
+            push = self._parser.push
+            for tid, lp in zip(token_ids, logprobs):
+                entry = None if self._is_special(tid) else self._entry(tid, lp)
+                self._handle(push((tid,)), entry, out)
+                if self._finish is not None:
+                    break
+            return out
+        self._handle(self._parser.push(token_ids), None, out)
+        return out
+
+    def push_text(self, text: str, token_count: int = 0) -> list[dict[str, Any]]:
+        """Feed decoded text that accounts for ``token_count`` tokens (no log probabilities)."""
+        if self._finish is not None:
+            return []
+        out = self._open()
+        self._handle(self._parser.push_text(text, token_count), None, out)
+        return out
+
+    def finish(self, reason: str = "stop") -> list[dict[str, Any]]:
+        """End of output (``stop`` | ``length`` | ``content_filter`` | another backend string).
+
+        Returns the last payloads (held text, finish reason, usage); ``[]`` if already finished.
+        """
+        if self._finish is not None:
+            return []
+        out = self._open()
+        self._handle(self._parser.finish(reason), None, out)
+        return out
+
+    def sse(self, payloads: Sequence[dict[str, Any]]) -> bytes:
+        """SSE bytes for ``payloads``; once finished, the API's terminator (Chat ``data: [DONE]``) is
+        appended the first time this is called."""
+        frame = self._enc.frame
+        data = b"".join([frame(p) for p in payloads])
+        if self._finish is not None and not self._done_sent:
+            self._done_sent = True
+            done = self._enc.done()
+            if done:
+                data += done
+        return data
+
+    # ------------------------------------------------------------------ internals
+
+    def _open(self) -> list[dict[str, Any]]:
+        if self._opened:
+            return []
+        self._opened = True
+        return self._enc.open()
+
+    def _entry(self, tid: int, lp: Any) -> TokenLogprob:
+        tb = self._tok.token_bytes
+        value, top = lp
+        alts = tuple(TokenLogprob(int(i), _token_text(tb(i)), tb(i), float(v)) for i, v in (top or ()))
+        b = tb(tid)
+        return TokenLogprob(tid, _token_text(b), b, float(value), alts)
+
+    def _handle(self, events: list[OutputEvent], entry: TokenLogprob | None, out: list[dict[str, Any]]) -> None:
+        """Encode one parser result; attribute pending log probabilities (docs/streaming.md)."""
+        if self._events is not None:
+            self._events.extend(events)
+        fin = events[-1] if events and type(events[-1]) is Finish else None
+        body = events[:-1] if fin is not None else events
+        lp: list[TokenLogprob] | None = None
+        if entry is not None:
+            self._pending.append(entry)
+        if self._pending:
+            first = next((e for e in body if isinstance(e, _TEXT)), None)
+            if first is not None:
+                lp, self._pending = self._pending, []
+                (self._lp_content if type(first) is TextDelta else self._lp_reasoning).extend(lp)
+            elif any(isinstance(e, _TOOL) for e in body):
+                self._pending = []  # markup and arguments of a tool call carry no log probabilities
+        if body:
+            out += self._enc.on_events(body, lp)
+        if fin is not None:
+            self._pending = []
+            self._finish = fin
+            out += self._enc.close(fin)
+
+    def _logprobs(self) -> ChannelLogprobs | None:
+        if not self._want_lp or not (self._lp_content or self._lp_reasoning):
+            return None
+        return ChannelLogprobs(tuple(self._lp_content), tuple(self._lp_reasoning))
+
+
+def response(
+    prep: PreparedRequest,
+    token_ids: Sequence[int],
+    *,
+    finish: str = "stop",
+    logprobs: Sequence[Any] | None = None,
+    prompt_tokens: int | None = None,
+    cached_tokens: int = 0,
+    response_id: str | None = None,
+    created: int | None = None,
+    seed: int | str | None = None,
+    system_fingerprint: str | None = None,
+    tokenizer: Tokenizer | None = None,
+    model: str | None = None,
+    eos_token_ids: Sequence[int] = (1,),
+) -> dict[str, Any]:
+    """The non-streamed response (Chat: a ``chat.completion`` object) for a whole model output.
+
+    Arguments as :class:`CompletionStream`; ``finish`` is the backend's finish reason (ignored when
+    EOS or a stop sequence ended the output first). Equals what an SDK accumulates from the stream
+    of the same output, in any chunking.
+    """
+    cs = CompletionStream(
+        prep, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, response_id=response_id,
+        created=created, seed=seed, system_fingerprint=system_fingerprint, tokenizer=tokenizer,
+        model=model, eos_token_ids=eos_token_ids,
+    )
+    cs._events = []
+    cs.push(token_ids, logprobs)
+    cs.finish(finish)
+    return cs._enc.response(accumulate(cs._events), cs._logprobs())
+
+
+def response_from_text(
+    prep: PreparedRequest,
+    text: str,
+    *,
+    token_count: int = 0,
+    finish: str = "stop",
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """:func:`response` for decoded output text accounting for ``token_count`` tokens."""
+    cs = CompletionStream(prep, **kwargs)
+    cs._events = []
+    cs.push_text(text, token_count)
+    cs.finish(finish)
+    return cs._enc.response(accumulate(cs._events), None)
