@@ -254,6 +254,11 @@ class CompletionStream:
         """The API encoder in use."""
         return self._enc
 
+    def start(self) -> list[dict[str, Any]]:
+        """The opening payloads (Chat: the role chunk), for sending before the first token arrives.
+        Optional: the first push / finish emits them otherwise. ``[]`` once they were emitted."""
+        return self._open()
+
     def push(self, token_ids: Sequence[int], logprobs: Sequence[Any] | None = None) -> list[dict[str, Any]]:
         """Feed completion token ids (any number); returns the payloads they complete.
 

@@ -1,0 +1,141 @@
+"""``recipe complete``: what the API would answer for a given model output.
+
+    recipe complete --request FILE (--text FILE | --ids FILE) [--finish stop|length|content_filter]
+                    [--prompt-tokens N] [--cached-tokens N] [--stream] [--api auto|chat|…] [--seed N]
+                    [--id ID] [--created N] [--fingerprint FP]
+
+``--ids`` is a JSON list of completion token ids; ``--text`` is the completion as text, special tokens
+spelled out (``</think>``, ``<｜end▁of▁sentence｜>``), tokenized with specials recognised. ``-`` reads
+standard input. Prints the non-streamed response JSON, or with ``--stream`` the SSE byte stream the
+server would send (one token id per push). Exit status: 0 ok; 1 a rejected request (the API's error
+JSON on stdout, a one-line reason on stderr) or unreadable input; 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+__all__ = ["register"]
+
+FINISH_CHOICES = ("stop", "length", "content_filter")
+
+
+def _read(path: str) -> bytes:
+    from recipe.cli import _Failure
+
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise _Failure(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _ids(raw: bytes, where: str, n_vocab: int) -> list[int]:
+    from recipe.cli import _Failure
+
+    try:
+        ids = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _Failure(f"{where}: not JSON ({exc})") from None
+    if not isinstance(ids, list) or not all(type(i) is int and 0 <= i < n_vocab for i in ids):
+        raise _Failure(f"{where}: expected a JSON list of token ids in 0..{n_vocab - 1}")
+    return ids
+
+
+def _nonneg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {n}")
+    return n
+
+
+def _cmd_complete(ns: argparse.Namespace) -> int:
+    from recipe.api.errors import error_body
+    from recipe.cli import _Failure, _Usage, _tokenizer
+    from recipe.completion import ENCODERS, CompletionStream, response
+    from recipe.errors import RequestError
+    from recipe.jsonfmt import loads_request
+    from recipe.pipeline import detect_api, prepare
+
+    tok = _tokenizer(getattr(ns, "tokenizer", None))
+    raw = _read(ns.request)
+    if ns.ids is not None:
+        ids = _ids(_read(ns.ids), ns.ids, tok.n_vocab)
+    else:
+        try:
+            text = _read(ns.text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _Failure(f"{ns.text}: not UTF-8 ({exc.reason})") from None
+        ids = tok.encode_with_special_tokens(text)
+    api = ns.api
+    try:
+        body = loads_request(raw)
+        if not isinstance(body, dict):
+            raise RequestError("invalid request body: expected a JSON object", stage="parse")
+        if api == "auto":
+            api = detect_api(body)
+        prep = prepare(body, api, tokenizer=tok)
+    except RequestError as err:
+        sys.stdout.buffer.write(orjson.dumps(error_body(api if api != "auto" else "chat", err)) + b"\n")
+        sys.stdout.flush()
+        print(f"recipe: request rejected ({err.stage}): {err}", file=sys.stderr)
+        return 1
+    if prep.api not in ENCODERS:
+        raise _Failure(f"no output encoder for the {prep.api} API yet")
+    prompt = len(prep.token_ids) if ns.prompt_tokens is None else ns.prompt_tokens
+    if ns.cached_tokens > prompt:
+        raise _Usage(f"--cached-tokens ({ns.cached_tokens}) exceeds the prompt tokens ({prompt})")
+    kw: dict[str, Any] = dict(
+        prompt_tokens=prompt,
+        cached_tokens=ns.cached_tokens,
+        response_id=ns.id,
+        created=ns.created,
+        seed=ns.seed,
+        system_fingerprint=ns.fingerprint,
+        tokenizer=tok,
+    )
+    out = sys.stdout.buffer
+    if ns.stream:
+        cs = CompletionStream(prep, **kw)
+        out.write(cs.sse(cs.start()))
+        for i in ids:
+            if cs.finished:
+                break
+            data = cs.sse(cs.push((i,)))
+            if data:
+                out.write(data)
+        out.write(cs.sse(cs.finish(ns.finish)))
+    else:
+        out.write(orjson.dumps(response(prep, ids, finish=ns.finish, **kw), option=orjson.OPT_INDENT_2) + b"\n")
+    out.flush()
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``complete`` command to the ``recipe`` command's subparsers; returns its parser."""
+    c = subparsers.add_parser("complete", help="the API response (or SSE stream) for a model output")
+    c.add_argument("--request", required=True, metavar="FILE", help="the request JSON (- for standard input)")
+    src = c.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", metavar="FILE", help="the completion text, special tokens spelled out")
+    src.add_argument("--ids", metavar="FILE", help="the completion token ids as a JSON list")
+    c.add_argument("--finish", choices=FINISH_CHOICES, default="stop", help="the backend's finish reason")
+    c.add_argument("--prompt-tokens", type=_nonneg, metavar="N", help="prompt tokens for usage (default: the prompt's length)")
+    c.add_argument("--cached-tokens", type=_nonneg, default=0, metavar="N", help="prompt tokens served from cache")
+    c.add_argument("--stream", action="store_true", help="print the SSE byte stream instead of the response JSON")
+    c.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto")
+    c.add_argument("--seed", type=int, metavar="N", help="reproducible response and tool-call ids")
+    c.add_argument("--id", metavar="ID", help="the response id (default: generated)")
+    c.add_argument("--created", type=_nonneg, metavar="N", help="Unix seconds for `created` (default: now)")
+    c.add_argument("--fingerprint", metavar="FP", help="system_fingerprint to echo")
+    c.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
+    c.set_defaults(run=_cmd_complete)
+    return c
