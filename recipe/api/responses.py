@@ -1,0 +1,416 @@
+"""OpenAI Responses: request models and conversion to a :class:`~recipe.conversation.Conversation`.
+
+Conversion follows deepseek-recipe 0.2.0 (behaviour map §1.4 "Responses", §1.5–1.9; wire formats
+§3.1): schema problems are ``parse``-stage errors, semantic problems ``convert``-stage errors, both
+400 with an OpenAI error body. Field paths in :attr:`RequestError.param` use the request's own
+names (``input[3].call_id``, ``tools[0].tools[1].name``).
+
+Item walk (observed rules):
+
+- ``instructions`` is the first system message; ``system`` items are system messages, ``user`` and
+  ``developer`` items user messages; content parts are joined with ``\\n\\n``.
+- Consecutive ``assistant`` items, ``reasoning`` items and ``function_call`` items build one
+  assistant message: non-empty texts joined with ``\\n\\n``, non-empty reasoning texts with ``\\n``,
+  calls appended. A non-empty reasoning item after assistant text starts a new assistant message.
+- After a call, only calls and outputs may follow until every pending call has its output; the
+  assistant message and its tool results are then closed. ``item_reference``, unknown item types
+  and tool-search items are ignored everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import orjson
+
+from recipe.api import common
+from recipe.api.apply_patch import APPLY_PATCH_DESCRIPTION, APPLY_PATCH_NAME, APPLY_PATCH_PARAMETERS
+from recipe.api.responses_wire import (
+    CustomTool,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
+    FormatJsonObject,
+    FormatText,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    InputFile,
+    InputImage,
+    InputText,
+    MessageItem,
+    NamespaceTool,
+    OutputText,
+    ReasoningItem,
+    ResponsesRequest,
+    TextConfig,
+    WebSearchChoice,
+    parse_responses_request,
+)
+from recipe.conversation import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    ResponseFormat,
+    Sampling,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+from recipe.errors import RequestError
+from recipe.options import Options
+from recipe.structured import normalize_strict_response_schema, validate_response_schema
+
+__all__ = [
+    "ResponsesRequest",
+    "parse_responses_request",
+    "responses_to_conversation",
+    "namespace_tool_map",
+    "flat_name",
+    "UNSUPPORTED_DOCUMENT",
+]
+
+UNSUPPORTED_DOCUMENT = "[Unsupported Document]"
+
+
+# --- tools: flattening and validation -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolEntry:
+    """One function the request declares, before schema validation."""
+
+    name: str  # final (flattened, de-duplicated) name
+    description: str | None
+    parameters: Any
+    strict: bool | None
+    field: str  # path of the name field, for errors
+    namespace: tuple[str, str] | None = None  # (namespace, local name) for flattened tools
+
+
+def flat_name(namespace: str, name: str) -> str:
+    """``ns__name``; when either side already has an underscore at the seam they are just joined
+    (``("x_", "y")`` -> ``x_y``, ``("x", "_y")`` -> ``x_y``), as the parity target does."""
+    return namespace + name if namespace.endswith("_") or name.startswith("_") else f"{namespace}__{name}"
+
+
+def _check_name(name: str, path: str) -> None:
+    # build_tool without parameters performs exactly the name checks (empty, pattern).
+    common.build_tool(name, None, None, None, path)
+
+
+def _flat_entries(tools: Sequence[Any]) -> list[_ToolEntry]:
+    """Function tools in request order with namespace tools flattened to ``ns__name``.
+
+    A flattened name that collides with a plain tool or an earlier flattened name gets the first
+    free suffix ``_1``, ``_2``, …; plain names never change. No validation here.
+    """
+    used = {t.name for t in tools if isinstance(t, FunctionTool)}
+    used |= {APPLY_PATCH_NAME for t in tools if isinstance(t, CustomTool) and t.name == APPLY_PATCH_NAME}
+    out: list[_ToolEntry] = []
+    for k, t in enumerate(tools):
+        if isinstance(t, FunctionTool):
+            out.append(_ToolEntry(t.name, t.description, t.parameters, t.strict, f"tools[{k}].name"))
+        elif isinstance(t, CustomTool):
+            if t.name == APPLY_PATCH_NAME:
+                out.append(_ToolEntry(APPLY_PATCH_NAME, APPLY_PATCH_DESCRIPTION, APPLY_PATCH_PARAMETERS, None, f"tools[{k}].name"))
+        elif isinstance(t, NamespaceTool):
+            for j, inner in enumerate(t.tools):
+                if not isinstance(inner, FunctionTool):
+                    continue
+                base = candidate = flat_name(t.name, inner.name)
+                n = 0
+                while candidate in used:
+                    n += 1
+                    candidate = f"{base}_{n}"
+                used.add(candidate)
+                out.append(
+                    _ToolEntry(candidate, inner.description, inner.parameters, inner.strict, f"tools[{k}].tools[{j}].name", (t.name, inner.name))
+                )
+    return out
+
+
+def namespace_tool_map(req: ResponsesRequest) -> dict[str, tuple[str, str]]:
+    """Flattened tool name -> (namespace, local name) for every namespace function tool.
+
+    E.g. ``{"fs__read": ("fs", "read")}``; a name bumped by a collision keeps its suffix
+    (``{"ns__a_1": ("ns", "a")}``). The output side uses it to report calls under their namespace.
+    Never raises (the request is already parsed; invalid names are the converter's business).
+    """
+    return {e.name: e.namespace for e in _flat_entries(req.tools or ()) if e.namespace is not None}
+
+
+def _check_tools(tools: Sequence[Any]) -> None:
+    """First pass over ``tools``, in order: names, custom tools, namespace contents (before input)."""
+    for k, t in enumerate(tools):
+        if isinstance(t, FunctionTool):
+            _check_name(t.name, f"tools[{k}].name")
+        elif isinstance(t, CustomTool):
+            if t.name != APPLY_PATCH_NAME:
+                raise RequestError(f"Unsupported custom tool: '{t.name}'. Only 'apply_patch' is supported.", param=f"tools[{k}].name")
+        elif isinstance(t, NamespaceTool):
+            _check_name(t.name, f"tools[{k}].name")
+            seen: set[str] = set()
+            for j, inner in enumerate(t.tools):
+                if isinstance(inner, CustomTool):
+                    raise RequestError(
+                        f"Currently custom tools are not allowed inside a namespace. Found custom tool '{inner.name}' in tools[{k}].tools[{j}].",
+                        param=f"tools[{k}].tools[{j}]",
+                    )
+                _check_name(inner.name, f"tools[{k}].tools[{j}].name")
+                if inner.name in seen:
+                    raise RequestError("Tool names within a namespace must be unique.", param=f"tools[{k}].tools[{j}].name")
+                seen.add(inner.name)
+
+
+def _build_tools(entries: Sequence[_ToolEntry]) -> tuple[ToolDefinition, ...]:
+    """Second pass: plain names unique, then each schema validated (and strict-normalised)."""
+    out: list[ToolDefinition] = []
+    names: set[str] = set()
+    for e in entries:
+        if e.name in names:
+            raise RequestError("Tool names must be unique.", param=e.field)
+        names.add(e.name)
+        parameters = e.parameters
+        if parameters is None and e.strict:
+            # The parity target normalises a strict tool without parameters to the empty object
+            # schema; common.build_tool would print {} (see the report on issue 4).
+            parameters = {"type": "object"}
+        out.append(common.build_tool(e.name, e.description, parameters, e.strict, e.field))
+    return tuple(out)
+
+
+# --- input items -> messages --------------------------------------------------------------------
+
+_PART_TEXT = {InputImage: common.UNSUPPORTED_IMAGE, InputFile: UNSUPPORTED_DOCUMENT}
+
+
+def _join(content: Union[str, Sequence[Any], None]) -> str:
+    """Parts joined with ``\\n\\n`` (empty parts kept); images and files become placeholders (Pro)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n\n".join(p.text if isinstance(p, (InputText, OutputText)) else _PART_TEXT[type(p)] for p in content)
+
+
+def _empty_call_id(i: int) -> RequestError:
+    path = f"input[{i}].call_id"
+    return RequestError(f"Invalid '{path}': empty string. Expected a string with minimum length 1, but got an empty string instead.", param=path)
+
+
+@dataclass(slots=True)
+class _Turn:
+    """The assistant message being built from consecutive assistant-side items."""
+
+    texts: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+
+    def message(self) -> AssistantMessage:
+        return AssistantMessage("\n\n".join(self.texts), "\n".join(self.reasoning) if self.reasoning else None, tuple(self.calls))
+
+
+class _Walker:
+    """Turns input items into messages (see the module docstring for the rules)."""
+
+    def __init__(self, flat_names: dict[tuple[str, str], str]) -> None:
+        self.flat_names = flat_names
+        self.messages: list[Message] = []
+        self.turn: _Turn | None = None
+        self.pending: list[str] = []  # call ids awaiting output, in call order
+        self.results: list[ToolMessage] = []  # outputs held until every pending call is answered
+        self.calls: set[str] = set()
+        self.answered: set[str] = set()
+
+    def close(self) -> None:
+        if self.turn is not None:
+            self.messages.append(self.turn.message())
+            self.turn = None
+        self.messages.extend(self.results)
+        self.results = []
+
+    def require_no_pending(self, i: int) -> None:
+        if self.pending:
+            raise RequestError(f"No tool output found for tool call {self.pending[0]}.", param=f"input[{i}]")
+
+    def call(self, i: int, call: ToolCall) -> None:
+        if call.id == "":
+            raise _empty_call_id(i)
+        if call.id in self.calls:
+            raise RequestError(f"Duplicate 'call_id': {call.id}.", param=f"input[{i}].call_id")
+        self.calls.add(call.id)
+        self.pending.append(call.id)
+        if self.turn is None:
+            self.turn = _Turn()
+        self.turn.calls.append(call)
+
+    def output(self, i: int, call_id: str | None, content: str) -> None:
+        if call_id is None:  # accepted: a tool result answering nothing
+            self.require_no_pending(i)
+            self.close()
+            self.messages.append(ToolMessage("", content))
+            return
+        if call_id == "":
+            raise _empty_call_id(i)
+        if call_id in self.answered:
+            raise RequestError(f"Duplicate tool output for call_id: {call_id}.", param=f"input[{i}].call_id")
+        if call_id not in self.pending:
+            raise RequestError(f"No tool call found for tool output with call_id {call_id}.", param=f"input[{i}].call_id")
+        self.pending.remove(call_id)
+        self.answered.add(call_id)
+        self.results.append(ToolMessage(call_id, content))
+        if not self.pending:
+            self.close()
+
+    def item(self, i: int, it: Any) -> None:
+        if isinstance(it, FunctionCallItem):
+            name = it.name if it.namespace is None else self.flat_names.get((it.namespace, it.name)) or flat_name(it.namespace, it.name)
+            self.call(i, ToolCall(it.call_id, name, it.arguments))
+        elif isinstance(it, CustomToolCallItem):
+            self.call(i, ToolCall(it.call_id, it.name, orjson.dumps({"input": it.input}).decode()))
+        elif isinstance(it, (FunctionCallOutputItem, CustomToolCallOutputItem)):
+            self.output(i, it.call_id, _join(it.output))
+        elif isinstance(it, MessageItem):
+            self.require_no_pending(i)
+            text = _join(it.content)
+            if it.role == "assistant":
+                if self.turn is None:
+                    self.turn = _Turn()
+                if text:
+                    self.turn.texts.append(text)
+                return
+            self.close()
+            self.messages.append(SystemMessage(text) if it.role == "system" else UserMessage(text))
+        elif isinstance(it, ReasoningItem):
+            self.require_no_pending(i)
+            text = "\n".join(p.text for p in it.content or ())
+            if not text:
+                return
+            if self.turn is not None and self.turn.texts:
+                self.close()
+            if self.turn is None:
+                self.turn = _Turn()
+            self.turn.reasoning.append(text)
+        # item_reference, tool_search_*, unknown types: ignored
+
+
+def _messages(req: ResponsesRequest) -> list[Message]:
+    """Instructions and input as Conversation messages (pairing and call-id rules checked)."""
+    if req.input is None and not req.instructions:
+        raise RequestError("Either input or instructions must be provided", param="input")
+    if isinstance(req.input, list) and not req.input:
+        raise RequestError("Input items array must not be empty", param="input")
+    messages: list[Message] = [SystemMessage(req.instructions)] if req.instructions else []
+    if isinstance(req.input, str):
+        messages.append(UserMessage(req.input))
+        return messages
+    flat = {}
+    for name, key in namespace_tool_map(req).items():
+        flat.setdefault(key, name)
+    walker = _Walker(flat)
+    for i, it in enumerate(req.input or ()):
+        walker.item(i, it)
+    walker.require_no_pending(len(req.input or ()))
+    walker.close()
+    return messages + walker.messages
+
+
+def _check_reasoning_present(messages: Sequence[Message]) -> None:
+    """Reject mode: assistant turns with tool calls after the last user turn must carry reasoning."""
+    last_user = max((i for i, m in enumerate(messages) if type(m) is UserMessage), default=-1)
+    for m in messages[last_user + 1 :]:
+        if type(m) is AssistantMessage and m.tool_calls and m.reasoning_content is None:
+            raise RequestError("The `reasoning_text` in the thinking mode must be passed back to the API.", param="input")
+
+
+# --- response format, sampling ------------------------------------------------------------------
+
+
+def _response_format(text: TextConfig | None, messages: Sequence[Message]) -> ResponseFormat:
+    fmt = None if text is None else text.format
+    if fmt is None or isinstance(fmt, FormatText):
+        return ResponseFormat("text")
+    if isinstance(fmt, FormatJsonObject):
+        texts = (m.content or "" for m in messages)
+        if not common.mentions_json(texts):
+            raise RequestError(
+                "Response input messages must contain the word 'json' in some form to use 'text.format' of type 'json_object'.",
+                param="text.format",
+            )
+        return ResponseFormat("json_object")
+    if fmt.strict:
+        normalize_strict_response_schema(fmt.schema_)
+    else:
+        validate_response_schema(fmt.schema_)
+    return ResponseFormat("json_schema", schema=fmt.schema_, name=fmt.name, strict=fmt.strict)
+
+
+def _f32_or_inf(x: float | None) -> float | None:
+    """Like the parity target's f32 read: values beyond the f32 range become ±inf."""
+    if x is None:
+        return None
+    try:
+        return common.f32(x)
+    except OverflowError:
+        return float("inf") if x > 0 else float("-inf")
+
+
+def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conversation:
+    """Convert a validated Responses request into a Conversation (deepseek-recipe 0.2.0 rules).
+
+    Check order (observed): model; tool names / custom tools / namespaces; instructions and input
+    items (call ids, pairing); tool names unique and schemas; tool_choice; text.format; strict
+    mixing; temperature, top_p; top_logprobs; max_output_tokens.
+
+    Raises:
+        RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
+    """
+    common.check_model(req.model, options)
+    effort_level = req.reasoning.effort if req.reasoning else None
+    thinking, effort = common.resolve_thinking(None, effort_level, options)
+    tool_list = req.tools or ()
+    _check_tools(tool_list)
+    messages = _messages(req)
+    if options.reasoning_content_behavior == "reject" and thinking:
+        _check_reasoning_present(messages)
+    tools = _build_tools(_flat_entries(tool_list))
+
+    tc = req.tool_choice
+    if tc is None or isinstance(tc, WebSearchChoice):
+        mode, name = "auto", None
+    elif isinstance(tc, str):
+        mode, name = tc, None
+    else:
+        mode, name = "required", tc.name
+    tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking)
+
+    rf = _response_format(req.text, messages)
+    common.check_strict_mixing(tools)
+    temperature, top_p = _f32_or_inf(req.temperature), _f32_or_inf(req.top_p)
+    common.check_sampling(temperature, top_p)
+    if req.top_logprobs is not None and req.top_logprobs > 20:
+        raise RequestError("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].", param="top_logprobs")
+    max_tokens = common.check_max_tokens(req.max_output_tokens, thinking, options, clamp=False, field="max_output_tokens")
+
+    sampling = Sampling(
+        temperature=1.0 if thinking else (temperature if temperature is not None else 1.0),
+        top_p=common.thinking_top_p(tools) if thinking else (top_p if top_p is not None else 1.0),
+        seed=None,
+        logprobs=req.top_logprobs is not None,
+        top_logprobs=req.top_logprobs,
+    )
+    return Conversation(
+        messages=tuple(m for m in messages if not (type(m) is SystemMessage and m.content == "")),
+        tools=tools,
+        tool_choice=tool_choice,
+        thinking=thinking,
+        reasoning_effort=effort,
+        response_format=rf,
+        max_tokens=max_tokens,
+        stop=(),
+        sampling=sampling,
+    )
