@@ -376,8 +376,10 @@ def response(
     """The non-streamed response (Chat: a ``chat.completion`` object) for a whole model output.
 
     Arguments as :class:`CompletionStream`; ``finish`` is the backend's finish reason (ignored when
-    EOS or a stop sequence ended the output first). Equals what an SDK accumulates from the stream
-    of the same output, in any chunking.
+    EOS or a stop sequence ended the output first); ``logprobs`` as for :meth:`CompletionStream.push`.
+    Equals what an SDK accumulates from the stream of the same output in any chunking, except that
+    ``completion_tokens`` stops at the id completing a stop sequence (a streamed push that contains the
+    match counts all of its ids, as deepseek-recipe does).
     """
     cs = CompletionStream(
         prep, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, response_id=response_id,
@@ -385,7 +387,15 @@ def response(
         model=model, eos_token_ids=eos_token_ids,
     )
     cs._events = []
-    cs.push(token_ids, logprobs)
+    if prep.parsing.stop_sequences and logprobs is None:
+        # count completion tokens up to the id that completes a stop match, as for EOS (a streamed
+        # push counts all of its ids, deepseek-recipe's rule)
+        for i in token_ids:
+            if cs._finish is not None:
+                break
+            cs.push((i,))
+    else:
+        cs.push(token_ids, logprobs)
     cs.finish(finish)
     return cs._enc.response(accumulate(cs._events), cs._logprobs())
 
