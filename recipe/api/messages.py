@@ -1,0 +1,678 @@
+"""Anthropic Messages: request models and conversion to a :class:`~recipe.conversation.Conversation`.
+
+Conversion follows deepseek-recipe 0.2.0 (behaviour map §1.4 "Messages", §1.5–1.9; wire formats
+§4.1): schema problems are ``parse``-stage errors, semantic problems ``convert``-stage errors, both
+400. Field paths in ``RequestError.param`` are dotted, Anthropic style (``messages.1.content.0``).
+
+Mapping in one breath: the top-level ``system`` becomes one SystemMessage; a ``system`` role inside
+``messages`` becomes a user message ``<system-reminder>\\n{text}\\n</system-reminder>``; every user
+block becomes its own user/tool message; an assistant turn becomes one AssistantMessage (text joined
+with ``\\n\\n``, thinking joined into reasoning, ``tool_use`` -> tool call with the input printed as
+prompt JSON); consecutive assistant turns are not merged and a trailing assistant is not a prefix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
+
+from recipe.api import common
+from recipe.api.wire import U32, U64, WireModel, parse_body
+from recipe.conversation import (
+    AssistantMessage,
+    Conversation,
+    Message,
+    ResponseFormat,
+    Sampling,
+    SystemMessage,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+from recipe.errors import RequestError
+from recipe.jsonfmt import dumps_prompt
+from recipe.options import Options
+
+__all__ = ["MessagesRequest", "parse_messages_request", "messages_to_conversation"]
+
+
+# --- serde-compatible helpers -------------------------------------------------------------------
+
+
+def _unit_variant(v: Any) -> Any:
+    """serde reads a unit enum variant from ``"name"`` or from the one-key map ``{"name": null}``."""
+    if isinstance(v, dict):
+        if len(v) != 1:
+            raise ValueError("invalid value: map, expected map with a single key")
+        ((key, value),) = v.items()
+        if value is not None:
+            raise ValueError(f"invalid type: {type(value).__name__}, expected unit")
+        return key
+    return v
+
+
+def _string_or_list(v: Any) -> Any:
+    if not isinstance(v, (str, list)):
+        raise ValueError("expected a string or a list")
+    return v
+
+
+def _string_list_or_null(v: Any) -> Any:
+    return v if v is None else _string_or_list(v)
+
+
+def _struct_from_seq(v: Any) -> Any:
+    """serde also reads the one-field document source from a one-element sequence."""
+    if isinstance(v, list):
+        if len(v) != 1:
+            raise ValueError(f"invalid length {len(v)}, expected 1 element in sequence")
+        return {"media_type": v[0]}
+    return v
+
+
+Role = Annotated[Literal["user", "assistant", "system"], BeforeValidator(_unit_variant)]
+ImageMediaType = Annotated[
+    Literal["image/jpeg", "image/jpg", "image/png", "image/gif", "image/webp"], BeforeValidator(_unit_variant)
+]
+ThinkingType = Annotated[Literal["enabled", "disabled", "adaptive"], BeforeValidator(_unit_variant)]
+Effort = Annotated[
+    Literal["none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"], BeforeValidator(_unit_variant)
+]
+
+
+# --- request model: content blocks ----------------------------------------------------------------
+
+
+class TextBlock(WireModel):
+    type: Literal["text"]
+    text: str
+    cache_control: Any = None
+    citations: Any = None
+
+
+class Base64ImageSource(WireModel):
+    type: Literal["base64"]
+    media_type: ImageMediaType
+    data: str
+
+
+class UrlImageSource(WireModel):
+    type: Literal["url"]
+    url: str
+
+
+class FileImageSource(WireModel):
+    type: Literal["file"]
+    file_id: str
+
+
+ImageSource = Annotated[Union[Base64ImageSource, UrlImageSource, FileImageSource], Field(discriminator="type")]
+
+
+class ImageBlock(WireModel):
+    type: Literal["image"]
+    source: ImageSource
+    cache_control: Any = None
+
+
+class DocumentSource(WireModel):
+    """Only ``media_type`` matters (Pro renders a placeholder); every other source field is ignored."""
+
+    media_type: str | None = None
+
+
+class DocumentBlock(WireModel):
+    type: Literal["document"]
+    source: Annotated[DocumentSource, BeforeValidator(_struct_from_seq)]
+    cache_control: Any = None
+
+
+class ThinkingBlock(WireModel):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str | None = None
+
+
+class ToolUseBlock(WireModel):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: Any  # required; any JSON value (null included)
+    cache_control: Any = None
+
+
+class ServerToolUseBlock(WireModel):
+    type: Literal["server_tool_use"]
+    id: str
+    name: str
+    input: Any
+
+
+class WebSearchToolResultBlock(WireModel):
+    type: Literal["web_search_tool_result"]
+    tool_use_id: str
+    content: Any
+
+
+class ToolReferenceBlock(WireModel):
+    type: Literal["tool_reference"]
+    tool_name: str
+
+
+ToolResultPart = Annotated[
+    Union[TextBlock, ImageBlock, DocumentBlock, ToolReferenceBlock], Field(discriminator="type")
+]
+
+
+class ToolResultBlock(WireModel):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: Union[str, list[ToolResultPart], None] = None
+    is_error: bool | None = None
+    cache_control: Any = None
+
+    _check = field_validator("content", mode="before")(_string_list_or_null)
+
+
+class ToolReference(WireModel):
+    type: Literal["tool_reference"]
+    name: str
+
+
+class ToolAdditionBlock(WireModel):
+    type: Literal["tool_addition"]
+    tool: ToolReference
+    cache_control: Any = None
+
+
+ContentBlock = Annotated[
+    Union[
+        TextBlock,
+        ImageBlock,
+        DocumentBlock,
+        ThinkingBlock,
+        ServerToolUseBlock,
+        ToolUseBlock,
+        ToolResultBlock,
+        WebSearchToolResultBlock,
+        ToolAdditionBlock,
+    ],
+    Field(discriminator="type"),
+]
+
+
+class MessageParam(WireModel):
+    role: Role
+    content: Union[str, list[ContentBlock]]
+
+    _check = field_validator("content", mode="before")(_string_or_list)
+
+
+class SystemTextBlock(WireModel):
+    type: Literal["text"]
+    text: str
+    cache_control: Any = None
+    citations: Any = None
+
+
+# --- request model: tools and settings ------------------------------------------------------------
+
+
+class CustomTool(WireModel):
+    """A client tool; ``strict`` and ``cache_control`` are accepted and ignored (any value)."""
+
+    name: str
+    description: str | None = None
+    input_schema: Any = None
+    defer_loading: bool | None = None
+    cache_control: Any = None
+    strict: Any = None
+
+
+class ServerTool(WireModel):
+    """Any tool carrying a ``type`` (``web_search_20250305``, ``bash_20250124``, ``custom`` …): rejected."""
+
+    type: str
+    name: str | None = None
+
+
+def _tool_kind(v: Any) -> str:
+    return "server_tool" if isinstance(v, dict) and "type" in v else "custom_tool"
+
+
+ToolParam = Annotated[
+    Union[Annotated[ServerTool, Tag("server_tool")], Annotated[CustomTool, Tag("custom_tool")]],
+    Discriminator(_tool_kind),
+]
+
+
+class ToolChoiceAuto(WireModel):
+    type: Literal["auto"]
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceAny(WireModel):
+    type: Literal["any"]
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceTool(WireModel):
+    type: Literal["tool"]
+    name: str
+    disable_parallel_tool_use: bool | None = None
+
+
+class ToolChoiceNone(WireModel):
+    type: Literal["none"]
+
+
+ToolChoiceParam = Annotated[
+    Union[ToolChoiceAuto, ToolChoiceAny, ToolChoiceTool, ToolChoiceNone], Field(discriminator="type")
+]
+
+
+class Thinking(WireModel):
+    type: ThinkingType
+    budget_tokens: U64 | None = None
+    display: Any = None
+
+
+class OutputConfig(WireModel):
+    effort: Effort | None = None
+    format: Any = None  # Messages has no JSON mode in the parity target: ignored
+
+
+class Metadata(WireModel):
+    user_id: str | None = None
+
+
+class MessagesRequest(WireModel):
+    """An Anthropic Messages request body (the fields that matter; unknown keys are ignored).
+
+    ``max_tokens`` is optional here (deepseek-recipe accepts its absence). ``top_k``,
+    ``metadata``, ``service_tier`` and top-level ``reasoning_effort`` have no effect.
+    """
+
+    model: str
+    messages: list[MessageParam]
+    max_tokens: U32 | None = None
+    system: Union[str, list[SystemTextBlock], None] = None
+    tools: list[ToolParam] | None = None
+    tool_choice: ToolChoiceParam | None = None
+    thinking: Thinking | None = None
+    output_config: OutputConfig | None = None
+    stop_sequences: list[str] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: Any = None
+    metadata: Metadata | None = None
+    stream: bool | None = None
+
+    _check = field_validator("system", mode="before")(_string_list_or_null)
+
+
+#: Union-branch tags pydantic puts into error locations (not field names).
+_TAGS = frozenset(
+    "text image document thinking server_tool_use tool_use tool_result web_search_tool_result tool_addition "
+    "tool_reference base64 url file server_tool custom_tool auto any tool none".split()
+)
+_INDEX_RE = re.compile(r"\[(\d+)\]")
+
+
+def _dotted(param: str | None) -> str | None:
+    """``messages[1].content[0].tool_use.id`` -> ``messages.1.content.0.id`` (tags dropped)."""
+    if not param:
+        return param
+    parts = _INDEX_RE.sub(r".\1", param).split(".")
+    out: list[str] = []
+    prev = ""
+    for p in parts:
+        if not (p in _TAGS and (prev.isdigit() or prev in ("source", "tool_choice"))):
+            out.append(p)
+        prev = p
+    return ".".join(out)
+
+
+def parse_messages_request(body: Any) -> MessagesRequest:
+    """Validate a Messages body (dict, JSON text or bytes).
+
+    Raises:
+        RequestError: stage ``parse`` (missing field, wrong type, unknown role or block type, bad
+            JSON), ``param`` the dotted path of the first problem.
+    """
+    try:
+        return parse_body(MessagesRequest, body)
+    except RequestError as err:
+        raise RequestError(err.message, param=_dotted(err.param), stage="parse") from None
+
+
+# --- conversion ---------------------------------------------------------------------------------
+
+_PENDING = "`tool_use` ids were found without `tool_result` blocks immediately after: {ids}. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+_SERVER_BLOCK = "Unsupported content block: server tools are not supported"
+_REASONING_MISSING = "The `content[].thinking` in the thinking mode must be passed back to the API."
+_F32_OVERFLOW = 3.4028235677973366e38  # values at or above round to infinity as f32
+
+
+def _pending_error(where: str, ids: Sequence[str], *, space: bool = True) -> RequestError:
+    """The tool_use-without-result error: ids in byte order; deepseek-recipe omits the space after
+    the colon when the answering user turn ran out of blocks."""
+    listed = ", ".join(sorted(ids, key=lambda s: s.encode("utf-8", "surrogatepass")))
+    return RequestError(f"{where}:{' ' if space else ''}{_PENDING.format(ids=listed)}", param=where)
+
+
+def _document_text(block: DocumentBlock) -> str:
+    return f"[Unsupported document type: {block.source.media_type or 'unknown'}]"
+
+
+def _media_text(block: TextBlock | ImageBlock | DocumentBlock | ToolReferenceBlock) -> str:
+    """Text of a text-like block; images and documents become Pro's placeholders."""
+    if isinstance(block, (TextBlock, SystemTextBlock)):
+        return block.text
+    if isinstance(block, ImageBlock):
+        return common.UNSUPPORTED_IMAGE
+    if isinstance(block, DocumentBlock):
+        return _document_text(block)
+    return block.tool_name
+
+
+def _tool_result_text(block: ToolResultBlock) -> str:
+    if block.content is None:
+        return ""
+    if isinstance(block.content, str):
+        return block.content
+    return "\n\n".join(_media_text(p) for p in block.content)
+
+
+def _arguments(value: Any, where: str) -> str:
+    """A tool_use ``input`` printed as deepseek-recipe stores it: prompt JSON (``", "``/``": "``)."""
+    try:
+        return dumps_prompt(value)
+    except TypeError:
+        raise RequestError("invalid request body: tool_use input is not JSON", param=where, stage="parse") from None
+
+
+class _Walker:
+    """One pass over ``messages`` in order, checking tool_use/tool_result pairing the way
+    deepseek-recipe does (each problem is reported at the first block where it shows) and
+    producing the Conversation messages."""
+
+    def __init__(self, tool_names: frozenset[str]) -> None:
+        self.tool_names = tool_names
+        self.out: list[Message] = []
+        self.pending: list[str] = []  # ids of the previous assistant turn still awaiting a result
+        self.pending_from = -1  # index of that assistant turn
+        self.prev_ids: frozenset[str] = frozenset()  # tool_use ids of the previous message
+
+    def walk(self, messages: Sequence[MessageParam]) -> list[Message]:
+        for i, m in enumerate(messages):
+            ids: frozenset[str] = frozenset()
+            if m.role == "user":
+                self._user(i, m)
+            elif m.role == "assistant":
+                ids = self._assistant(i, m)
+            else:
+                self._system(i, m)
+            self.prev_ids = ids
+        if self.pending:
+            raise _pending_error(f"messages.{self.pending_from}", self.pending, space=False)
+        return self.out
+
+    def _user(self, i: int, m: MessageParam) -> None:
+        if isinstance(m.content, str):
+            self._text_like(i, m.content)
+            self._close_user()
+            return
+        if not m.content:
+            raise RequestError(f"messages.{i}: all messages must have non-empty content", param=f"messages.{i}.content")
+        seen: set[str] = set()
+        for j, b in enumerate(m.content):
+            if isinstance(b, ToolResultBlock):
+                where = f"messages.{i}.content.{j}"
+                if b.tool_use_id in seen:
+                    raise RequestError(
+                        f"{where}: each tool_use must have a single result. Found multiple `tool_result` blocks with id: {b.tool_use_id}",
+                        param=f"{where}.tool_use_id",
+                    )
+                if b.tool_use_id not in self.prev_ids:
+                    raise RequestError(
+                        f"unexpected `{where}: tool_use_id` found in `tool_result` blocks: {b.tool_use_id}. "
+                        "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.",
+                        param=f"{where}.tool_use_id",
+                    )
+                for part in b.content if isinstance(b.content, list) else ():
+                    if isinstance(part, ToolReferenceBlock) and part.tool_name not in self.tool_names:
+                        raise RequestError(
+                            f"{where}: tool reference '{part.tool_name}' not found in available tools",
+                            param=f"{where}.content",
+                        )
+                seen.add(b.tool_use_id)
+                self.pending.remove(b.tool_use_id)
+                self.out.append(ToolMessage(b.tool_use_id, _tool_result_text(b)))
+            elif isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
+                self._text_like(i, _media_text(b))
+            else:
+                self._misplaced(i, j, b, "user")
+        self._close_user()
+
+    def _text_like(self, i: int, text: str) -> None:
+        if self.pending:
+            raise _pending_error(f"messages.{i}", self.pending)
+        self.out.append(UserMessage(text))
+
+    def _close_user(self) -> None:
+        if self.pending:
+            raise _pending_error(f"messages.{self.pending_from}", self.pending, space=False)
+
+    def _assistant(self, i: int, m: MessageParam) -> frozenset[str]:
+        if self.pending:
+            raise _pending_error(f"messages.{i}", self.pending)
+        if isinstance(m.content, str):
+            self.out.append(AssistantMessage(m.content))
+            return frozenset()
+        if not m.content:
+            raise RequestError(f"messages.{i}: all messages must have non-empty content", param=f"messages.{i}.content")
+        text = ""
+        thoughts: list[str] = []
+        calls: list[ToolCall] = []
+        for j, b in enumerate(m.content):
+            if isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
+                if calls:
+                    raise _pending_error(f"messages.{i}.{j}", [c.id for c in calls])
+                # deepseek-recipe adds the separator only once the text so far is non-empty:
+                # ["", "b"] -> "b" but ["a", ""] -> "a\n\n" (thinking blocks use a plain join).
+                text = f"{text}\n\n{_media_text(b)}" if text else _media_text(b)
+            elif isinstance(b, ThinkingBlock):
+                thoughts.append(b.thinking)
+            elif isinstance(b, ToolUseBlock):
+                if any(c.id == b.id for c in calls):
+                    raise RequestError(f"messages.{i}.content.{j}: `tool_use` ids must be unique", param=f"messages.{i}.content.{j}.id")
+                calls.append(ToolCall(b.id, b.name, _arguments(b.input, f"messages.{i}.content.{j}.input")))
+            else:
+                self._misplaced(i, j, b, "assistant")
+        reasoning = "\n\n".join(thoughts) if thoughts else None
+        self.out.append(AssistantMessage(text, reasoning, tuple(calls)))
+        self.pending = [c.id for c in calls]
+        self.pending_from = i
+        return frozenset(self.pending)
+
+    def _system(self, i: int, m: MessageParam) -> None:
+        if self.pending:
+            raise _pending_error(f"messages.{i}", self.pending)
+        if isinstance(m.content, str):
+            text = m.content
+        else:
+            parts: list[str] = []
+            for j, b in enumerate(m.content):
+                if isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
+                    parts.append(_media_text(b))
+                elif isinstance(b, ToolAdditionBlock):
+                    if b.tool.name not in self.tool_names:
+                        raise RequestError(
+                            f"messages.{i}.content.{j}: `tool_addition` references unknown tool '{b.tool.name}'",
+                            param=f"messages.{i}.content.{j}.tool.name",
+                        )
+                else:
+                    self._misplaced(i, j, b, "system")
+            text = "\n\n".join(parts)
+        if text:
+            self.out.append(UserMessage(f"<system-reminder>\n{text}\n</system-reminder>"))
+
+    @staticmethod
+    def _misplaced(i: int, j: int, b: Any, role: str) -> None:
+        """A block that may not appear in a ``role`` message (deepseek-recipe's wording per block)."""
+        if isinstance(b, (ServerToolUseBlock, WebSearchToolResultBlock)) and role == "assistant":
+            raise RequestError(_SERVER_BLOCK, param=f"messages.{i}.content.{j}")
+        if isinstance(b, ThinkingBlock):
+            raise RequestError(f"messages.{i}.content: thinking blocks may only be in `assistant` messages", param=f"messages.{i}.content.{j}")
+        kind, home = {
+            ToolResultBlock: ("tool_result", "user"),
+            ToolUseBlock: ("tool_use", "assistant"),
+            ServerToolUseBlock: ("tool_use", "assistant"),
+            WebSearchToolResultBlock: ("web_search_tool_result", "assistant"),
+            ToolAdditionBlock: ("tool_addition", "system"),
+        }[type(b)]
+        raise RequestError(f"messages.{i}: `{kind}` blocks can only be in `{home}` messages", param=f"messages.{i}.content.{j}")
+
+
+@contextmanager
+def _param(param: str) -> Iterator[None]:
+    """Re-raise a shared rule's RequestError with a dotted Messages field path."""
+    try:
+        yield
+    except RequestError as err:
+        raise RequestError(err.message, param=param, status=err.status, stage=err.stage) from None
+
+
+def _check_tool_entries(tools: Sequence[Any]) -> frozenset[str]:
+    """First pass over ``tools`` (before the messages): server tools and tool names."""
+    for k, t in enumerate(tools):
+        if isinstance(t, ServerTool):
+            raise RequestError(f"tools[{k}]: server tools are not supported", param=f"tools.{k}")
+        with _param(f"tools.{k}.name"):
+            common.build_tool(t.name, None, None, None, f"tools[{k}].name")  # name rules only
+    return frozenset(t.name for t in tools)
+
+
+def _build_tools(tools: Sequence[CustomTool]) -> tuple[ToolDefinition, ...]:
+    """Second pass (after the messages): unique names, then each ``input_schema`` (required; not
+    strict-normalised: Messages ignores ``strict``)."""
+    out: list[ToolDefinition] = []
+    seen: set[str] = set()
+    for k, t in enumerate(tools):
+        if t.name in seen:
+            raise RequestError("Tool names must be unique.", param=f"tools.{k}.name")
+        seen.add(t.name)
+        if t.input_schema is None:
+            raise RequestError(
+                f"Invalid schema for function '{t.name}': null is not of types \"boolean\", \"object\"",
+                param=f"tools.{k}.input_schema",
+            )
+        with _param(f"tools.{k}.input_schema"):
+            out.append(common.build_tool(t.name, t.description, t.input_schema, None, f"tools[{k}].name", normalize_strict=False))
+    return tuple(out)
+
+
+def _with_reasoning(messages: list[Message], thinking: bool, has_tools: bool, options: Options) -> list[Message]:
+    """History reasoning as deepseek-recipe keeps it: dropped when thinking is off; with thinking and
+    declared tools, a turn without thinking blocks gets ``""`` (or, with ``reject``, a turn after
+    the last user message is a 400)."""
+    if not thinking:
+        return [AssistantMessage(m.content, None, m.tool_calls) if isinstance(m, AssistantMessage) and m.reasoning_content is not None else m for m in messages]
+    if not has_tools:
+        return messages
+    last_user = max((k for k, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
+    out: list[Message] = []
+    for k, m in enumerate(messages):
+        if isinstance(m, AssistantMessage) and m.reasoning_content is None:
+            if options.reasoning_content_behavior == "reject" and k > last_user:
+                raise RequestError(_REASONING_MISSING, param="messages")
+            m = AssistantMessage(m.content, "", m.tool_calls)
+        out.append(m)
+    return out
+
+
+def _as_f32(x: float | None) -> float | None:
+    """``x`` as an f32 the way serde reads it (overflow gives ±infinity, which then fails the range check)."""
+    if x is None or math.isnan(x):
+        return x
+    if abs(x) >= _F32_OVERFLOW:
+        return math.copysign(math.inf, x)
+    return common.f32(x)
+
+
+def _system_text(system: str | list[SystemTextBlock] | None) -> str:
+    if system is None:
+        return ""
+    if isinstance(system, str):
+        return system
+    return "\n\n".join(b.text for b in system)
+
+
+_TOOL_CHOICE_MODES = {ToolChoiceAuto: "auto", ToolChoiceAny: "auto", ToolChoiceNone: "none", ToolChoiceTool: "required"}
+
+
+def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversation:
+    """Convert a validated Messages request into a Conversation (deepseek-recipe 0.2.0 rules).
+
+    Check order (as the parity target): model; server tools and tool names; at least one message;
+    the messages in order (block placement, tool_use/tool_result pairing, tool_addition references);
+    reasoning (``reject`` only); unique tool names and input schemas (skipped for tool_choice
+    ``none``); tool_choice; stop sequences;
+    temperature/top_p; max_tokens (values above the bound are lowered to it).
+
+    Raises:
+        RequestError: stage ``convert``, status 400, with the parity target's message and a dotted
+            field path in ``param``.
+    """
+    common.check_model(req.model, options)
+    tools_in = list(req.tools or ())
+    tool_names = _check_tool_entries(tools_in)
+    if not req.messages:
+        raise RequestError("messages: at least one message is required", param="messages")
+    thinking, effort = common.resolve_thinking(
+        req.thinking.type if req.thinking else None,
+        req.output_config.effort if req.output_config else None,
+        options,
+    )
+    body = _Walker(tool_names).walk(req.messages)
+    body = _with_reasoning(body, thinking, bool(tools_in), options)
+    tc = req.tool_choice
+    mode = "auto" if tc is None else _TOOL_CHOICE_MODES[type(tc)]
+    tools = () if mode == "none" else _build_tools(tools_in)  # "none": schemas are never looked at
+    tool_choice: ToolChoice
+    tool_choice, tools = common.resolve_tool_choice(mode, tc.name if isinstance(tc, ToolChoiceTool) else None, tools, thinking)
+
+    try:
+        stop = common.check_stop(list(req.stop_sequences or ()), "stop", indexed=True)
+    except RequestError as err:
+        index = re.search(r"stop\[(\d+)\]", err.message)
+        raise RequestError(err.message, param="stop_sequences" + (f".{index[1]}" if index else "")) from None
+    temperature, top_p = _as_f32(req.temperature), _as_f32(req.top_p)
+    common.check_sampling(temperature, top_p)
+    max_tokens = common.check_max_tokens(req.max_tokens, thinking, options, clamp=True, field="max_tokens")
+
+    system = _system_text(req.system)
+    messages: tuple[Message, ...] = ((SystemMessage(system),) if system else ()) + tuple(body)
+    sampling = Sampling(
+        temperature=1.0 if thinking else (temperature if temperature is not None else 1.0),
+        top_p=common.thinking_top_p(tools) if thinking else (top_p if top_p is not None else 1.0),
+    )
+    return Conversation(
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        thinking=thinking,
+        reasoning_effort=effort,
+        response_format=ResponseFormat("text"),
+        max_tokens=max_tokens,
+        stop=stop,
+        sampling=sampling,
+    )
