@@ -268,7 +268,7 @@ class CompletionStream:
         """
         if self._finish is not None:
             return []
-        out = self._open()
+        out = self._open() if not self._opened else []
         if logprobs is not None and self._want_lp:
             if len(logprobs) != len(token_ids):
                 raise ValueError(f"{len(logprobs)} log probabilities for {len(token_ids)} token ids")
@@ -279,7 +279,11 @@ class CompletionStream:
                 if self._finish is not None:
                     break
             return out
-        self._handle(self._parser.push(token_ids), None, out)
+        events = self._parser.push(token_ids)
+        if events and not self._pending and self._events is None and type(events[-1]) is not Finish:
+            out += self._enc.on_events(events)  # fast path: nothing to attribute, not the end
+        elif events:
+            self._handle(events, None, out)
         return out
 
     def push_text(self, text: str, token_count: int = 0) -> list[dict[str, Any]]:
@@ -305,7 +309,10 @@ class CompletionStream:
         """SSE bytes for ``payloads``; once finished, the API's terminator (Chat ``data: [DONE]``) is
         appended the first time this is called."""
         frame = self._enc.frame
-        data = b"".join([frame(p) for p in payloads])
+        if len(payloads) == 1:
+            data = frame(payloads[0])
+        else:
+            data = b"".join([frame(p) for p in payloads])
         if self._finish is not None and not self._done_sent:
             self._done_sent = True
             done = self._enc.done()

@@ -122,8 +122,17 @@ class ChatEncoder:
     def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
         """One chunk per delta / tool-call start; ``ToolCallEnd`` and ``Finish`` produce nothing here.
         ``logprobs`` go on the first content or reasoning chunk."""
-        out: list[dict[str, Any]] = []
         chunk = self._chunk
+        if len(events) == 1 and not logprobs:  # fast path: one delta per token
+            ev = events[0]
+            t = type(ev)
+            if t is ReasoningDelta:
+                return [chunk({"content": None, "reasoning_content": ev.text})]
+            if t is TextDelta:
+                return [chunk({"content": ev.text, "reasoning_content": None} if self._thinking else {"content": ev.text})]
+            if t is ToolCallArgumentsDelta:
+                return [chunk({"tool_calls": [{"index": ev.index, "function": {"arguments": ev.text}}]})]
+        out: list[dict[str, Any]] = []
         thinking = self._thinking
         pending = logprobs
         for ev in events:
