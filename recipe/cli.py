@@ -140,12 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
     t.set_defaults(run=_cmd_tokenize)
 
-    try:
-        from recipe import cli_cache
-    except ImportError:  # pragma: no cover - optional module
-        pass
-    else:
-        cli_cache.register(sub, _load_prompt_ids)
+    from recipe import cli_cache, cli_complete
+
+    cli_complete.register(sub)
+    cli_cache.register(sub, _load_prompt_ids)
     return p
 
 
