@@ -12,6 +12,9 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from recipe.api.chat import chat_to_conversation, parse_chat_request
+from recipe.api.messages import messages_to_conversation, parse_messages_request
+from recipe.api.responses import responses_to_conversation
+from recipe.api.responses_wire import parse_responses_request
 from recipe.api.common import check_model, output_constraint, parsing_options
 from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
 from recipe.encodings.deepseek_v4.render import render as render_v4
@@ -36,7 +39,13 @@ class _Adapter:
 
 
 #: API name -> (parse body, convert to Conversation).
-ADAPTERS: Mapping[str, _Adapter] = MappingProxyType({"chat": _Adapter(parse_chat_request, chat_to_conversation)})
+ADAPTERS: Mapping[str, _Adapter] = MappingProxyType(
+    {
+        "chat": _Adapter(parse_chat_request, chat_to_conversation),
+        "responses": _Adapter(parse_responses_request, responses_to_conversation),
+        "messages": _Adapter(parse_messages_request, messages_to_conversation),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,19 +110,31 @@ def default_segment_cache() -> SegmentCache:
     return _default_cache
 
 
+_MESSAGES_KEYS = ("system", "stop_sequences", "anthropic_version", "output_config", "top_k")
+_MESSAGES_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
+
+
 def detect_api(body: Mapping[str, Any]) -> Api:
-    """Guess the API of a request body: ``input``/``instructions`` → responses; Anthropic-only fields
-    or content blocks → messages; otherwise chat."""
+    """Guess the API of a request body.
+
+    ``input``/``instructions`` → responses; Anthropic-only fields (top-level ``system``,
+    ``stop_sequences``, ``output_config``, ``top_k``), tools without a ``function`` object, an object
+    ``tool_choice`` of type auto/any/tool/none, or Anthropic content blocks → messages; otherwise chat
+    (a body valid in both Chat and Messages, such as plain user strings, reads as chat: pass ``api``).
+    """
     if "input" in body or "instructions" in body:
         return "responses"
-    if any(k in body for k in ("system", "stop_sequences", "anthropic_version", "output_config")):
+    if any(k in body for k in _MESSAGES_KEYS):
+        return "messages"
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(isinstance(t, Mapping) and "function" not in t for t in tools):
+        return "messages"
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") in ("auto", "any", "tool", "none"):
         return "messages"
     for m in body.get("messages") or ():
         content = m.get("content") if isinstance(m, Mapping) else None
-        if isinstance(content, list) and any(
-            isinstance(b, Mapping) and b.get("type") in {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"}
-            for b in content
-        ):
+        if isinstance(content, list) and any(isinstance(b, Mapping) and b.get("type") in _MESSAGES_BLOCKS for b in content):
             return "messages"
     return "chat"
 
