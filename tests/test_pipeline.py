@@ -9,7 +9,7 @@ from recipe.errors import RequestError
 from recipe.pipeline import detect_api, prepare
 
 ROWS = jsonl("api/requests.jsonl")
-AMBIGUOUS = {"M09", "M17", "M18", "M24", "M30"}  # plain user strings: valid Chat and Messages bodies
+AMBIGUOUS = {"M09", "M17", "M18", "M24", "M29", "M30"}  # plain user strings: valid Chat and Messages bodies
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r["id"])
