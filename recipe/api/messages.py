@@ -91,6 +91,8 @@ Effort = Annotated[
 
 
 class TextBlock(WireModel):
+    """A ``text`` block (``cache_control`` and ``citations`` accepted, any value, ignored)."""
+
     type: Literal["text"]
     text: str
     cache_control: Any = None
@@ -98,17 +100,23 @@ class TextBlock(WireModel):
 
 
 class Base64ImageSource(WireModel):
+    """An inline image; ``media_type`` must be one of the five image types deepseek-recipe knows."""
+
     type: Literal["base64"]
     media_type: ImageMediaType
     data: str
 
 
 class UrlImageSource(WireModel):
+    """An image by URL (never fetched: Pro renders a placeholder)."""
+
     type: Literal["url"]
     url: str
 
 
 class FileImageSource(WireModel):
+    """An image by Files-API id (never fetched)."""
+
     type: Literal["file"]
     file_id: str
 
@@ -117,6 +125,8 @@ ImageSource = Annotated[Union[Base64ImageSource, UrlImageSource, FileImageSource
 
 
 class ImageBlock(WireModel):
+    """An ``image`` block; rendered as ``[Unsupported Image]`` on Pro."""
+
     type: Literal["image"]
     source: ImageSource
     cache_control: Any = None
@@ -129,18 +139,24 @@ class DocumentSource(WireModel):
 
 
 class DocumentBlock(WireModel):
+    """A ``document`` block; rendered as ``[Unsupported document type: {media_type or unknown}]``."""
+
     type: Literal["document"]
     source: Annotated[DocumentSource, BeforeValidator(_struct_from_seq)]
     cache_control: Any = None
 
 
 class ThinkingBlock(WireModel):
+    """Assistant reasoning replayed from an earlier turn (``signature`` ignored)."""
+
     type: Literal["thinking"]
     thinking: str
     signature: str | None = None
 
 
 class ToolUseBlock(WireModel):
+    """An assistant tool call; ``input`` is any JSON value, printed into the call arguments."""
+
     type: Literal["tool_use"]
     id: str
     name: str
@@ -149,6 +165,8 @@ class ToolUseBlock(WireModel):
 
 
 class ServerToolUseBlock(WireModel):
+    """A server tool call: parsed, then rejected (server tools are not supported)."""
+
     type: Literal["server_tool_use"]
     id: str
     name: str
@@ -156,12 +174,16 @@ class ServerToolUseBlock(WireModel):
 
 
 class WebSearchToolResultBlock(WireModel):
+    """A server tool result: parsed, then rejected."""
+
     type: Literal["web_search_tool_result"]
     tool_use_id: str
     content: Any
 
 
 class ToolReferenceBlock(WireModel):
+    """A tool name inside a ``tool_result`` (rendered as the name; must be a declared tool)."""
+
     type: Literal["tool_reference"]
     tool_name: str
 
@@ -172,6 +194,8 @@ ToolResultPart = Annotated[
 
 
 class ToolResultBlock(WireModel):
+    """A user-side tool result; ``content`` absent/null reads as ``""``, ``is_error`` is ignored."""
+
     type: Literal["tool_result"]
     tool_use_id: str
     content: Union[str, list[ToolResultPart], None] = None
@@ -182,11 +206,15 @@ class ToolResultBlock(WireModel):
 
 
 class ToolReference(WireModel):
+    """The tool a ``tool_addition`` block announces."""
+
     type: Literal["tool_reference"]
     name: str
 
 
 class ToolAdditionBlock(WireModel):
+    """Announces a (deferred) tool; allowed only in ``system`` messages, validated, not rendered on Pro."""
+
     type: Literal["tool_addition"]
     tool: ToolReference
     cache_control: Any = None
@@ -209,6 +237,8 @@ ContentBlock = Annotated[
 
 
 class MessageParam(WireModel):
+    """One entry of ``messages``: role ``user`` | ``assistant`` | ``system`` and a string or blocks."""
+
     role: Role
     content: Union[str, list[ContentBlock]]
 
@@ -216,6 +246,8 @@ class MessageParam(WireModel):
 
 
 class SystemTextBlock(WireModel):
+    """A block of the top-level ``system`` list (only ``text`` is allowed there)."""
+
     type: Literal["text"]
     text: str
     cache_control: Any = None
@@ -254,22 +286,30 @@ ToolParam = Annotated[
 
 
 class ToolChoiceAuto(WireModel):
+    """``{"type": "auto"}``."""
+
     type: Literal["auto"]
     disable_parallel_tool_use: bool | None = None
 
 
 class ToolChoiceAny(WireModel):
+    """``{"type": "any"}``: deepseek-recipe treats it as auto (no forced call)."""
+
     type: Literal["any"]
     disable_parallel_tool_use: bool | None = None
 
 
 class ToolChoiceTool(WireModel):
+    """``{"type": "tool", "name": …}``: a forced call of that tool (tools filtered to it)."""
+
     type: Literal["tool"]
     name: str
     disable_parallel_tool_use: bool | None = None
 
 
 class ToolChoiceNone(WireModel):
+    """``{"type": "none"}``: tools are dropped (their schemas are not even validated)."""
+
     type: Literal["none"]
 
 
@@ -279,17 +319,23 @@ ToolChoiceParam = Annotated[
 
 
 class Thinking(WireModel):
+    """``thinking``: ``enabled``/``adaptive`` turn thinking on, ``disabled`` off; ``budget_tokens`` has no effect."""
+
     type: ThinkingType
     budget_tokens: U64 | None = None
     display: Any = None
 
 
 class OutputConfig(WireModel):
+    """``output_config``: ``effort`` picks the reasoning effort; ``format`` is ignored."""
+
     effort: Effort | None = None
     format: Any = None  # Messages has no JSON mode in the parity target: ignored
 
 
 class Metadata(WireModel):
+    """``metadata`` (ignored; ``user_id`` must be a string when given)."""
+
     user_id: str | None = None
 
 
@@ -374,7 +420,7 @@ def _document_text(block: DocumentBlock) -> str:
 
 def _media_text(block: TextBlock | ImageBlock | DocumentBlock | ToolReferenceBlock) -> str:
     """Text of a text-like block; images and documents become Pro's placeholders."""
-    if isinstance(block, (TextBlock, SystemTextBlock)):
+    if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, ImageBlock):
         return common.UNSUPPORTED_IMAGE
@@ -395,8 +441,8 @@ def _arguments(value: Any, where: str) -> str:
     """A tool_use ``input`` printed as deepseek-recipe stores it: prompt JSON (``", "``/``": "``)."""
     try:
         return dumps_prompt(value)
-    except TypeError:
-        raise RequestError("invalid request body: tool_use input is not JSON", param=where, stage="parse") from None
+    except (TypeError, ValueError, RecursionError):  # only reachable with a dict body, not JSON text
+        raise RequestError("invalid request body: tool_use input is not printable JSON", param=where, stage="parse") from None
 
 
 class _Walker:
