@@ -3,7 +3,8 @@
 Run: ``python bench/bench_stream.py [--reps N]``. Same token ids for both; two outputs:
 
 * ``think20k``: thinking mode, 15k reasoning tokens, ``</think>``, 5k answer tokens;
-* ``tools``: non-thinking, tools declared, ~20k tokens of short prose + DSML tool calls;
+* ``tools``: non-thinking, tools declared, ~20k tokens of rounds of prose + a DSML block of 2-4
+  parallel calls (string and non-string parameters, Windows paths, shell quoting, code);
 
 each fed one id per push and all at once. Prints medians (push, finish, tokens/s) and the ratio
 ours/theirs (> 1 means faster), then our per-token cost at 1k, 10k and 100k tokens (flat = linear).
@@ -45,27 +46,56 @@ def think_ids(tok, reasoning: int = 15_000, answer: int = 5_000) -> list[int]:
     return _text_tokens(tok, reasoning - 1, 1) + [tok.special_id("</think>")] + _text_tokens(tok, answer, 2)
 
 
-def tool_ids(tok, n: int = 20_000) -> list[int]:
-    """Non-thinking output: a line of prose, then one DSML block of many calls (~``n`` ids in all).
+TOOLS = ("get_weather", "search", "read_file", "run", "write_file")
 
-    One block, because deepseek-recipe drops everything after the first block's closer.
+_PROSE = (
+    "I'll check the forecast for both cities and look up train times in parallel.",
+    "The first results are in. Paris looks rainy, so let me read the config and run the tests before editing.",
+    "Done. Now I will write the fix and re-run the failing test; the path on Windows needs escaping.",
+    "Both searches came back empty, so I'm widening the query and fetching three more days.",
+)
+_CODE = ("def load(path):\n    with open(path, encoding=\"utf-8\") as f:\n        return [l.rstrip() for l in f if l.strip()]\n\n"
+         "if __name__ == \"__main__\":\n    print(load(\"C:\\\\Users\\\\dev\\\\notes.txt\"))\n")
+
+
+def _param(key: str, value: str, is_str: bool) -> str:
+    return f'<｜DSML｜parameter name="{key}" string="{"true" if is_str else "false"}">{value}</｜DSML｜parameter>\n'
+
+
+def _invoke(name: str, *params: str) -> str:
+    return f'<｜DSML｜invoke name="{name}">\n{"".join(params)}</｜DSML｜invoke>\n'
+
+
+def _calls(k: int) -> list[str]:
+    """The k-th round's parallel calls: string and non-string parameters, quoting, paths, code."""
+    city = ("Paris", "Zürich", "São Paulo", "東京")[k % 4]
+    return [
+        _invoke("get_weather", _param("city", f"{city}, \"FR\"", True), _param("days", str(1 + k % 7), False),
+                _param("detailed", "true" if k % 2 else "false", False)),
+        _invoke("search", _param("query", f"trains {city} to Lyon after 18:00 #{k}", True),
+                _param("opts", '{"lang": ["en", "fr"], "limit": 10, "sort": null}', False)),
+        _invoke("read_file", _param("path", f"C:\\Users\\dev\\project\\src\\mod{k % 9}.py", True)),
+        _invoke("run", _param("cmd", f'cd /tmp/w{k} && pytest -q -k "not slow" 2>&1 | tail -n 20', True),
+                _param("timeout", "120.5", False)),
+        _invoke("write_file", _param("path", f"src/fix_{k}.py", True), _param("content", _CODE, True)),
+    ][k % 5: k % 5 + 2 + k % 3]
+
+
+def tool_ids(tok, n: int = 20_000) -> list[int]:
+    """Non-thinking, tool-call heavy output (~``n`` ids): rounds of prose + a block of 2-4 parallel calls.
+
+    deepseek-recipe drops everything after the first block's closer, so only token rates (not
+    outputs) are comparable; both parsers get the same ids.
     """
-    invokes = (
-        '<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">Paris, "FR"</｜DSML｜parameter>\n'
-        '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
-        '<｜DSML｜invoke name="search">\n<｜DSML｜parameter name="query" string="true">weather\\today\nline 2 with '
-        'some more words in it to make a longer value</｜DSML｜parameter>\n'
-        '<｜DSML｜parameter name="opts" string="false">{"lang": ["en", "fr"], "n": 10}</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
-        '<｜DSML｜invoke name="run">\n<｜DSML｜parameter name="cmd" string="true">ls -la /tmp | grep x &amp;&amp; echo "done"'
-        '</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
-    )
-    head = tok.encode_with_special_tokens("Let me check all of that.\n\n<｜DSML｜tool_calls>\n")
-    unit = tok.encode_with_special_tokens(invokes)
-    tail = tok.encode_with_special_tokens("</｜DSML｜tool_calls>")
-    out = list(head)
-    while len(out) + len(unit) + len(tail) <= n:
-        out += unit
-    return out + tail
+    out: list[int] = []
+    k = 0
+    while len(out) < n:
+        calls = _calls(k) or _calls(0)
+        text = (f"{_PROSE[k % len(_PROSE)]}\n\n<｜DSML｜tool_calls>\n{''.join(calls)}</｜DSML｜tool_calls>"
+                + ("\n\n" if k % 2 else "\n"))
+        out += tok.encode_with_special_tokens(text)
+        k += 1
+    return out
 
 
 def _median(xs: list[float]) -> float:
@@ -92,7 +122,7 @@ def _anchor_request(thinking: bool, tools: bool) -> str:
             "reasoning_effort": "high" if thinking else "none"}
     if tools:
         body["tools"] = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
-                         for n in ("get_weather", "search", "run")]
+                         for n in TOOLS]
     return json.dumps(body)
 
 
@@ -121,33 +151,47 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=7)
     args = ap.parse_args()
     tok = load_tokenizer()
+    think_opts = ParsingOptions(thinking_stage="reasoning")
+    tool_opts = ParsingOptions(parse_tool_calls=True, tool_names=TOOLS)
     cases = {
-        "think20k": (think_ids(tok), ParsingOptions(thinking_stage="reasoning"), (True, False)),
-        "tools": (tool_ids(tok), ParsingOptions(parse_tool_calls=True, tool_names=("get_weather", "search", "run")), (False, True)),
+        "think20k": (think_ids(tok), think_opts, (True, False)),
+        "tools": (tool_ids(tok), tool_opts, (False, True)),
     }
     dtok = dr.Tokenizer.from_file(str(default_tokenizer_path())) if dr else None
     if dr:
         ropts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
-    print(f"{'case':10} {'mode':9} {'ours push':>10} {'finish':>9} {'ours tok/s':>11} {'anchor tok/s':>13} {'ratio':>6}")
+    print(f"{len(cases['tools'][0])} ids in 'tools', {len(cases['think20k'][0])} in 'think20k'; medians of {args.reps}, "
+          "ours and anchor runs interleaved; [min-max] over the reps")
+    print(f"{'case':10} {'mode':7} {'ours push':>10} {'finish':>9} {'ours tok/s':>20} {'anchor tok/s':>20} {'ratio':>6}")
     for name, (ids, opts, (thinking, tools)) in cases.items():
         for per_token in (True, False):
-            ours = [run_ours(tok, opts, ids, per_token) for _ in range(args.reps)]
-            push_s, fin_s = _median([a for a, _ in ours]), _median([b for _, b in ours])
-            our_rate = len(ids) / _median([a + b for a, b in ours])
-            line = f"{name:10} {'1/push' if per_token else 'all':9} {push_s * 1e3:8.2f}ms {fin_s * 1e3:7.3f}ms {our_rate / 1e3:9.0f}k"
+            ours, theirs = [], []
+            ctx = None
             if dr:
                 req = dr.ChatCompletionRequest(_anchor_request(thinking, tools))
                 ctx = (req, req.convert(ropts), dtok)
-                theirs = [run_anchor(ctx, ids, per_token) for _ in range(args.reps)]
+            for _ in range(args.reps):  # interleaved, so load changes hit both sides alike
+                ours.append(run_ours(tok, opts, ids, per_token))
+                if ctx:
+                    theirs.append(run_anchor(ctx, ids, per_token))
+            push_s, fin_s = _median([a for a, _ in ours]), _median([b for _, b in ours])
+            rates = [len(ids) / (a + b) for a, b in ours]
+            our_rate = len(ids) / _median([a + b for a, b in ours])
+            line = (f"{name:10} {'1/push' if per_token else 'all':7} {push_s * 1e3:8.2f}ms {fin_s * 1e3:7.3f}ms "
+                    f"{our_rate / 1e3:6.0f}k [{min(rates) / 1e3:4.0f}-{max(rates) / 1e3:4.0f}k]")
+            if theirs:
+                trates = [len(ids) / (a + b) for a, b in theirs]
                 their_rate = len(ids) / _median([a + b for a, b in theirs])
-                line += f" {their_rate / 1e3:11.0f}k {our_rate / their_rate:6.2f}"
+                line += f" {their_rate / 1e3:6.0f}k [{min(trates) / 1e3:4.0f}-{max(trates) / 1e3:4.0f}k] {our_rate / their_rate:6.2f}"
             print(line)
-    print("\nper-token cost, one id per push (think output scaled; flat = linear):")
+    print("\nper-token cost, one id per push (outputs scaled; flat = linear):")
     for n in (1_000, 10_000, 100_000):
-        ids = think_ids(tok, reasoning=n * 3 // 4, answer=n - n * 3 // 4)
+        think = think_ids(tok, reasoning=n * 3 // 4, answer=n - n * 3 // 4)
+        calls = tool_ids(tok, n)
         reps = max(3, args.reps if n <= 10_000 else 3)
-        t = _median([sum(run_ours(tok, ParsingOptions(thinking_stage="reasoning"), ids, True)) for _ in range(reps)])
-        print(f"  {n:>7} tokens: {t / n * 1e6:6.2f} µs/token")
+        t1 = _median([sum(run_ours(tok, think_opts, think, True)) for _ in range(reps)])
+        t2 = _median([sum(run_ours(tok, tool_opts, calls, True)) for _ in range(reps)])
+        print(f"  {n:>7} tokens: think {t1 / len(think) * 1e6:5.2f} µs/token, tools {t2 / len(calls) * 1e6:5.2f} µs/token")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,13 @@ answer, and showing chain-of-thought as the answer would be worse. The Finish ev
 note ``unclosed_reasoning``. EOS (ids in ``eos_token_ids``, or their spelling in text) always
 ends the output and never appears in any field.
 
+**Speed.** The general path is a tag-by-tag state machine. Two shortcuts sit on top and give
+exactly its events (``tests/test_output_fastpath.py`` compares them push by push): a push whose
+text holds complete well-formed invokes matches them with one regex run and emits each call's
+start / arguments / end at once; one-token pushes (plain text, a token completing a held DSML
+tag, the ``<`` / ``｜DSML｜`` pieces of a tag) skip the scanner. ``bench/bench_stream.py``
+measures both against deepseek-recipe.
+
 **Deliberate deviations from the parity target** (each has a test):
 
 1. Tool-call arguments are always valid JSON: a ``string="false"`` value is buffered until its
@@ -45,10 +52,12 @@ from __future__ import annotations
 
 import codecs
 import json
+import operator
 import random
 import re
 import string
 from collections.abc import Callable, Sequence
+from itertools import islice
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.conversation import ParsingOptions
@@ -110,9 +119,64 @@ def _text_cache(tokenizer: Tokenizer) -> dict[int, str]:
     return hit[1]
 
 
+#: byte -> alphanumeric map for call ids; bytes >= 248 are dropped so every character is uniform.
+_ID_MAP = bytes(_ALNUM.encode()[b % 62] if b < 248 else 0 for b in range(256))
+_ID_DROP = bytes(range(248, 256))
+#: byte -> digit map; bytes >= 250 are dropped.
+_DIGIT_MAP = bytes(48 + b % 10 if b < 250 else 0 for b in range(256))
+_DIGIT_DROP = bytes(range(250, 256))
+
+
 def make_tool_call_id(rng: random.Random, index: int) -> str:
-    """A deepseek-recipe-shaped call id: ``call_{index:02d}_{20 [A-Za-z0-9]}{4 digits}``."""
-    return f"call_{index:02d}_{''.join(rng.choices(_ALNUM, k=20))}{rng.randrange(10000):04d}"
+    """A deepseek-recipe-shaped call id: ``call_{index:02d}_{20 [A-Za-z0-9]}{4 digits}``.
+
+    Characters are uniform over ``[A-Za-z0-9]`` / ``[0-9]`` (random bytes mapped modulo 62 / 10,
+    bytes that would bias the map rejected); the same ``rng`` state always gives the same id.
+    """
+    while True:
+        raw = rng.randbytes(32)
+        letters = raw[:24].translate(_ID_MAP, _ID_DROP)
+        digits = raw[24:].translate(_DIGIT_MAP, _DIGIT_DROP)
+        if len(letters) >= 20 and len(digits) >= 4:
+            return f"call_{index:02d}_{letters[:20].decode()}{digits[:4].decode()}"
+
+
+_ID_PREFIX = [f"call_{i:02d}_" for i in range(100)]
+_CHUNK20 = re.compile(".{20}")
+_CHUNK4 = re.compile(".{4}")
+
+
+class _IdStream:
+    """Call ids ``call_{index:02d}_{20 [A-Za-z0-9]}{4 digits}`` drawn from buffered random bytes.
+
+    Same alphabet and uniformity as :func:`make_tool_call_id`. Random bytes are drawn from
+    ``rng`` in blocks of 32 ids, so the i-th id depends only on the seed, never on chunking.
+    """
+
+    __slots__ = ("_rng", "_pool")
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+        self._pool: list[str] = []
+
+    def _refill(self) -> None:
+        rnd = self._rng.randbytes
+        letters = ""
+        while len(letters) < 640:
+            letters += rnd(720).translate(_ID_MAP, _ID_DROP).decode()
+        digits = ""
+        while len(digits) < 128:
+            digits += rnd(144).translate(_DIGIT_MAP, _DIGIT_DROP).decode()
+        pool = list(map(str.__add__, _CHUNK20.findall(letters, 0, 640), _CHUNK4.findall(digits, 0, 128)))
+        pool.reverse()
+        self._pool = pool
+
+    def __call__(self, index: int) -> str:
+        if not self._pool:
+            self._refill()
+        if index < 100:
+            return _ID_PREFIX[index] + self._pool.pop()
+        return f"call_{index:02d}_{self._pool.pop()}"
 
 
 def _reject_constant(name: str) -> None:
@@ -127,18 +191,70 @@ def _is_json(raw: str) -> bool:
     return True
 
 
+_CLASSIFIED: dict[str, tuple[int, str, bool]] = {}
+
+
 def _classify(tag: str) -> tuple[int, str, bool]:
-    """(kind, name, is_string) of a complete ``<…>`` DSML tag text."""
+    """(kind, name, is_string) of a complete ``<…>`` DSML tag text (memoised: tags repeat)."""
+    hit = _CLASSIFIED.get(tag)
+    if hit is not None:
+        return hit
     kind = _FIXED_TAGS.get(tag)
     if kind is not None:
-        return kind, "", False
-    m = _INVOKE_RE.fullmatch(tag)
-    if m:
-        return _T_INVOKE, m.group(1), False
-    m = _PARAM_RE.fullmatch(tag)
-    if m:
-        return _T_PARAM, m.group(1), m.group(2) == "true"
-    return _T_OTHER, "", False
+        hit = kind, "", False
+    elif m := _INVOKE_RE.fullmatch(tag):
+        hit = _T_INVOKE, m.group(1), False
+    elif m := _PARAM_RE.fullmatch(tag):
+        hit = _T_PARAM, m.group(1), m.group(2) == "true"
+    else:
+        hit = _T_OTHER, "", False
+    if len(_CLASSIFIED) < 4096:
+        _CLASSIFIED[tag] = hit
+    return hit
+
+
+# Bulk path: a complete, well-formed invoke (exact spelling, explicit closers, only ASCII
+# whitespace between tags, values free of DSML openers/closers and EOS spellings) is matched by
+# one regex and emitted at once. Anything else falls back to the tag-by-tag state machine, which
+# gives the same events for these inputs (so the bulk path is an optimisation, not a rule).
+_WS = "[ \t\r\n]*"
+_NAME = '[^"<>\n]{1,256}'
+_BULK: dict[tuple[str, ...], tuple[re.Pattern[str], re.Pattern[str]]] = {}
+#: shortest remaining text worth a bulk match attempt (a minimal invoke is longer).
+_BULK_MIN = 40
+#: a JSON number or literal (the common string="false" values), skipping json.loads.
+_SIMPLE_JSON = re.compile(r"[ \t\r\n]*(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)[ \t\r\n]*")
+
+
+_BLOCK_END = re.compile(f"{_WS}</｜DSML｜tool_calls>")
+_KEY_JSON: dict[str, str] = {}
+
+
+def _key_json(key: str) -> str:
+    """``"key": `` (JSON-escaped key and separator), memoised: parameter names repeat."""
+    k = encode_basestring(key) + ": "
+    if len(_KEY_JSON) < 4096:
+        _KEY_JSON[key] = k
+    return k
+
+
+def _bulk_patterns(eos_texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(run regex, lexer regex) for values that cannot contain these EOS spellings.
+
+    The run regex matches one or more consecutive complete invokes; the lexer's ``findall`` over
+    such a run yields ``(invoke_name, key, "t" if string, value, "</" at invoke close)`` tuples.
+    """
+    hit = _BULK.get(eos_texts)
+    if hit is None:
+        bad = "|".join(["/?｜DSML｜", *(re.escape(e[1:]) for e in eos_texts)])
+        value = f"[^<]*(?:<(?!{bad})[^<]*)*"  # unrolled loop: linear, no nested ambiguity
+        invoke = (f'{_WS}<｜DSML｜invoke name="{_NAME}">(?:{_WS}<｜DSML｜parameter name="{_NAME}" '
+                  f'string="(?:true|false)">{value}</｜DSML｜parameter>)*{_WS}</｜DSML｜invoke>')
+        lexer = (f'{_WS}<｜DSML｜invoke name="({_NAME})">'
+                 f'|{_WS}<｜DSML｜parameter name="({_NAME})" string="(?:(t)rue|false)">({value})</｜DSML｜parameter>'
+                 f'|{_WS}(</)｜DSML｜invoke>')
+        hit = _BULK[eos_texts] = (re.compile(f"(?:{invoke})+"), re.compile(lexer))
+    return hit
 
 
 class OutputParser:
@@ -170,8 +286,7 @@ class OutputParser:
         if callable(tool_call_id):
             self._new_id = tool_call_id
         else:
-            rng = random.Random(tool_call_id)
-            self._new_id = lambda i: make_tool_call_id(rng, i)
+            self._new_id = _IdStream(random.Random(tool_call_id))
         self._tb = tokenizer.encoding.decode_single_token_bytes
         self._decode_bytes = tokenizer.encoding.decode_bytes
         self._dec = codecs.getincrementaldecoder("utf-8")("replace")
@@ -198,6 +313,8 @@ class OutputParser:
         self._hold = ""  # raw text held (possible marker / unfinished tag)
         self._hold_tag = False  # the hold is a DSML tag opening waiting for its ">"
         self._fast_ok = all(m[0] == "<" for m in self._m_dsml.markers + self._m_content.markers)
+        self._fast_texts = self._texts if self._fast_ok else {}
+        self._re_run, self._re_lex = _bulk_patterns(tuple(sorted(self._eos_text))) if self._fast_ok else (None, None)
         self._hold_pos = 0
         self._pos = 0  # chars decoded so far
         self._out: list[OutputEvent] = []
@@ -240,48 +357,82 @@ class OutputParser:
         An id in ``eos_token_ids`` ends the output (Finish ``stop``); ids after it are ignored.
         Raises ``KeyError`` only for an id outside the vocabulary.
         """
-        if self._state == _DONE:
-            return []
         n = len(token_ids)
-        if n == 1 and not self._dec.buffer:
-            # fast path: one whole-text token with no marker character, nothing held back
-            text = self._texts.get(token_ids[0])
-            if text is not None and self._fast_ok:
+        if n == 1:
+            # Fast paths for one whole-text token (``_pos`` is only read while reasoning, so
+            # the non-reasoning paths below do not maintain it).
+            text = self._fast_texts.get(token_ids[0])
+            if text is not None and not self._dec.buffer:
+                st = self._state
                 if not self._hold:
                     if "<" not in text:
-                        st = self._state
-                        out = self._out = []
-                        self._completion += 1
-                        pos0 = self._pos
-                        self._pos = pos0 + len(text)
+                        if st == _VALUE:
+                            self._completion += 1
+                            if self._vstring and not self._vnl and text[-1] != "\n":
+                                # a string value piece: one escaped arguments delta (nothing was pending)
+                                piece = encode_basestring(text)[1:-1]
+                                args = self._args
+                                args.append(piece)
+                                self._args_sent = len(args)
+                                return [ToolCallArgumentsDelta(self._call, piece)]
+                            out = self._out = []
+                            self._value_text(text)
+                            if self._args_sent < len(self._args):
+                                self._flush_args()
+                            return out
                         if st == _REASONING:
+                            self._completion += 1
+                            pos0 = self._pos
+                            self._pos = pos0 + len(text)
+                            if text[-1] != "\n" and not self._r_nl and not self._r_lead and not self._rpend:
+                                self._rcount += 1  # mid-reasoning text: delivered as is
+                                return [ReasoningDelta(text)]
+                            out = self._out = []
                             self._emit_reasoning(text)
                             if self._rpend:
                                 self._count_one(pos0)
                             else:
                                 self._rcount += 1
                             return out
-                        if st == _VALUE:
-                            self._value_text(text)
-                            if self._args_sent < len(self._args):
-                                self._flush_args()
-                            return out
                         if st == _CONTENT:
+                            self._completion += 1
+                            if (text[-1] != "\n" and self._stops is None and not self._c_nl and not self._c_lead
+                                    and not self._after_block):
+                                return [TextDelta(text)]  # mid-content text: delivered as is
+                            out = self._out = []
                             self._emit_content(text)
                             if self._end is not None:
                                 self._close(self._end[0])
                             return out
-                        if not text.strip():
+                        if st == _DONE:
+                            return []
+                        if text.isspace():  # between tags in a block / an invoke: held, dropped at the next tag
+                            self._completion += 1
                             self._ws += text
-                            return out
-                        self._pos = pos0
-                        self._completion -= 1
-                elif self._hold_tag and ">" not in text and "<" not in text and "\n" not in text:
-                    if len(self._hold) + len(text) < _TAG_MAX:
-                        self._hold += text
-                        self._pos += len(text)
+                            return []
+                    elif (text == "<" or text == "</") and _BLOCK <= st < _DONE:
+                        # the start of a DSML tag (or of an EOS spelling): held, as the scan would
+                        self._hold = text
+                        self._hold_tag = False
                         self._completion += 1
                         return []
+                elif self._hold_tag:
+                    if ">" not in text:
+                        if "<" not in text and "\n" not in text and len(self._hold) + len(text) < _TAG_MAX:
+                            self._hold += text
+                            self._completion += 1
+                            return []
+                    elif _BLOCK <= st < _DONE:
+                        out = self._tag_token(text)
+                        if out is not None:
+                            return out
+                elif text == "｜DSML｜" and _BLOCK <= st < _DONE and (self._hold == "<" or self._hold == "</"):
+                    self._hold += text  # now exactly an opener / closer prefix waiting for its ">"
+                    self._hold_tag = True
+                    self._completion += 1
+                    return []
+        if self._state == _DONE:
+            return []
         out = self._out = []
         if n == 1:
             tid = token_ids[0]
@@ -334,6 +485,83 @@ class OutputParser:
         if len(out) > 1:
             out = self._out = _coalesce(out)
         return out
+
+    def _tag_token(self, text: str) -> list[OutputEvent] | None:
+        """One token completing a held DSML tag inside a block; None when the general scan must decide.
+
+        Handles the structural tags valid in the current state (invoke or block closer in a
+        block, parameter or invoke closer in an invoke, parameter closer in a value) and the
+        text after the ``>``, with the same events as :meth:`_dsml_step` and the state
+        handlers (inlined: this runs for about one token in ten of a tool-call-heavy output).
+        """
+        g = text.find(">")
+        if "<" in text or "\n" in text[:g] or len(self._hold) + g >= _TAG_MAX:
+            return None
+        tag = self._hold + text[: g + 1]
+        kind, name, is_str = _classify(tag)
+        st = self._state
+        rest = text[g + 1:]
+        if st == _VALUE:
+            if kind != _T_CLOSE_PARAM:
+                return None
+            out = self._out = []
+            self._end_value(implicit=False)
+            st = self._state = _INVOKE
+        elif st == _INVOKE:
+            if kind == _T_PARAM:
+                out = self._out = []
+                k = _KEY_JSON.get(name) or _key_json(name)
+                piece = (", " + k if self._nparams else k) + ('"' if is_str else "")
+                self._args.append(piece)
+                self._nparams += 1
+                self._vstring = is_str
+                self._vnl = False
+                self._vbuf = []
+                st = self._state = _VALUE
+            elif kind == _T_CLOSE_INVOKE:
+                out = self._out = []
+                self._end_call()
+                st = self._state = _BLOCK
+            else:
+                return None
+        elif st == _BLOCK:
+            if kind == _T_INVOKE:
+                out = self._out = []
+                self._start_call(name)
+                st = _INVOKE
+            elif kind == _T_CLOSE_BLOCK:
+                out = self._out = []
+                self._leave_block()
+                st = _CONTENT
+            else:
+                return None
+        else:
+            return None
+        self._completion += 1
+        self._hold = ""
+        self._ws = ""
+        self._ws_text = False
+        if rest:
+            if st == _VALUE:
+                self._value_text(rest)
+            elif st == _CONTENT:  # no "<" in rest: no marker, plain content after the block
+                self._emit_content(rest)
+                if self._end is not None:
+                    self._close(self._end[0])
+            elif rest.isspace():
+                self._ws = rest
+            else:
+                self._feed(rest)
+                if self._end is not None and self._state != _DONE:
+                    self._close(self._end[0])
+                if self._call >= 0:
+                    self._flush_args()
+                if len(out) > 1:
+                    out = self._out = _coalesce(out)
+                return out
+        if self._call >= 0:
+            self._flush_args()
+        return out  # start + "{" / args / args + end / content: never two mergeable deltas in a row
 
     def push_text(self, text: str, token_count: int = 0) -> list[OutputEvent]:
         """Feed decoded text that accounts for ``token_count`` tokens. Returns the new events.
@@ -690,6 +918,10 @@ class OutputParser:
             self._emit_content(body)
 
     def _do_block(self, s: str, i: int, base: int) -> int | None:
+        if len(s) - i >= _BULK_MIN and self._re_run is not None:
+            i = self._bulk_invokes(s, i)
+            if self._state != _BLOCK:
+                return i
         r = self._dsml_step(s, i, base)
         if r is None:
             return None
@@ -706,6 +938,56 @@ class OutputParser:
         else:  # stray closer or a repeated block opener: markup, dropped
             self._note("stray_dsml")
         return k
+
+    def _bulk_invokes(self, s: str, i: int) -> int:
+        """Emit every complete well-formed invoke starting at ``i`` (after whitespace) at once.
+
+        Returns the index after the last one matched (``i`` when none). The events are those
+        the tag-by-tag path gives for the same text inside one push: start, one arguments
+        delta, end.
+        """
+        m = self._re_run.match(s, i)
+        if m is None:
+            return i
+        append = self._out.append
+        declared = self._declared
+        new_id = self._new_id
+        keys = _KEY_JSON
+        idx = self._ncalls
+        parts: list[str] = []
+        call = ""
+        for name, key, is_str, val, close in self._re_lex.findall(s, i, m.end()):
+            if key:
+                k = keys.get(key)
+                if k is None:
+                    k = _key_json(key)
+                if is_str:
+                    parts.append(k + encode_basestring(val))
+                elif _SIMPLE_JSON.fullmatch(val) or _is_json(val):
+                    parts.append(k + val)
+                else:
+                    self._note("invalid_json_argument")
+                    parts.append(k + encode_basestring(val))
+            elif name:
+                call = name
+                parts = []
+                if declared and name not in declared:
+                    self._note("undeclared_tool")
+            else:
+                args = "{" + ", ".join(parts) + "}" if parts else "{}"
+                append(ToolCallStart(idx, new_id(idx), call))
+                append(ToolCallArgumentsDelta(idx, args))
+                append(ToolCallEnd(idx, args))
+                idx += 1
+        i = m.end()
+        self._ncalls = idx
+        self._ws = ""
+        self._ws_text = False
+        m = _BLOCK_END.match(s, i)
+        if m is not None:  # the block closer right after: leave the block here too
+            self._leave_block()
+            return m.end()
+        return i
 
     def _do_invoke(self, s: str, i: int, base: int) -> int | None:
         r = self._dsml_step(s, i, base)
@@ -781,7 +1063,7 @@ class OutputParser:
         self._vbuf = []
         if implicit and raw.endswith("\n"):
             raw = raw[:-1]
-        if _is_json(raw):
+        if _SIMPLE_JSON.fullmatch(raw) or _is_json(raw):
             self._arg(raw)
         else:
             self._note("invalid_json_argument")
@@ -875,6 +1157,9 @@ class OutputParser:
 
 def _coalesce(events: list[OutputEvent]) -> list[OutputEvent]:
     """Merge adjacent deltas of the same kind (and call index) into one event."""
+    types = list(map(type, events))
+    if not any(map(operator.is_, types, islice(types, 1, None))):
+        return events  # no two neighbours of the same type: nothing to merge
     merged: list[OutputEvent] = []
     prev = None
     buf: list[str] = []
