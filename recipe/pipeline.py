@@ -22,6 +22,7 @@ from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request
 from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.prompt import Prompt, SegmentCache, encode_prompt
+from recipe.store import ConversationStore, expand_request
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "ENCODINGS", "ADAPTERS", "default_segment_cache"]
@@ -146,6 +147,7 @@ def prepare(
     options: Options = DEFAULT_OPTIONS,
     tokenizer: Tokenizer | None = None,
     cache: SegmentCache | None | Literal["default"] = "default",
+    store: ConversationStore | None = None,
 ) -> PreparedRequest:
     """Turn one API request body into prompt token ids.
 
@@ -155,6 +157,8 @@ def prepare(
         options: conversion options (model table, thinking default, limits).
         tokenizer: vocabulary (default: the embedded DeepSeek-V4 one).
         cache: segment cache for repeated history text; ``None`` disables it.
+        store: a conversation store: a Responses request with ``previous_response_id`` is expanded
+            to its full history first (without a store the field is ignored, as deepseek-recipe does).
 
     Raises:
         RequestError: the request is invalid (``stage`` says whether parsing or conversion refused it).
@@ -165,6 +169,8 @@ def prepare(
         raise RequestError("invalid request body: expected a JSON object", stage="parse")
     if api == "auto":
         api = detect_api(body)
+    if store is not None and api == "responses":
+        body = expand_request(body, store)
     adapter = ADAPTERS.get(api)
     if adapter is None:
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)

@@ -1,0 +1,233 @@
+"""Conversations held by the server: OpenAI Responses ``previous_response_id``.
+
+A serving stack that answers a Responses request with ``store`` not false saves the request's input
+items and the response's output items (:func:`remember`); a later request naming that response in
+``previous_response_id`` is expanded to the full history before conversion (:func:`expand_request`).
+``instructions`` are not carried over (OpenAI Responses semantics). Two backends: in memory and
+SQLite (a file; survives restarts).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from recipe.errors import RequestError
+
+__all__ = [
+    "StoredResponse",
+    "ConversationStore",
+    "MemoryStore",
+    "SQLiteStore",
+    "history",
+    "expand_request",
+    "remember",
+    "MAX_CHAIN",
+]
+
+#: Longest ``previous_response_id`` chain followed (guards against cycles and runaway histories).
+MAX_CHAIN = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One stored turn.
+
+    Attributes:
+        id: the response id (``resp_…``).
+        previous_response_id: the turn it continued, or None.
+        input_items: the request's own input items (a string input as one user message item).
+        output_items: the response's output items (reasoning, message, function_call …).
+        model: the model name the response reported.
+        created_at: Unix seconds.
+    """
+
+    id: str
+    previous_response_id: str | None
+    input_items: tuple[Any, ...]
+    output_items: tuple[Any, ...]
+    model: str = ""
+    created_at: int = 0
+
+
+class ConversationStore(Protocol):
+    """Where stored responses live. Implementations must be safe to call from several threads."""
+
+    def save(self, record: StoredResponse) -> None:
+        """Store ``record`` under ``record.id`` (replacing an older record with that id)."""
+
+    def load(self, response_id: str) -> StoredResponse | None:
+        """The record stored under ``response_id``, or None."""
+
+
+class MemoryStore:
+    """In-process store, least recently used records evicted past ``max_entries``."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self.max_entries = max_entries
+        self._data: OrderedDict[str, StoredResponse] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def save(self, record: StoredResponse) -> None:
+        """Store ``record``; evicts the least recently used record when full."""
+        with self._lock:
+            self._data[record.id] = record
+            self._data.move_to_end(record.id)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+    def load(self, response_id: str) -> StoredResponse | None:
+        """The record for ``response_id`` or None."""
+        with self._lock:
+            rec = self._data.get(response_id)
+            if rec is not None:
+                self._data.move_to_end(response_id)
+            return rec
+
+
+class SQLiteStore:
+    """A store in one SQLite file (created if missing); records survive process restarts.
+
+    Raises:
+        sqlite3.Error: the file cannot be opened or created.
+    """
+
+    _SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS responses ("
+        " id TEXT PRIMARY KEY, previous_id TEXT, model TEXT, created_at INTEGER,"
+        " input BLOB NOT NULL, output BLOB NOT NULL)"
+    )
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(self._SCHEMA)
+        self._lock = threading.Lock()
+
+    def save(self, record: StoredResponse) -> None:
+        """Insert or replace ``record`` (committed before returning)."""
+        row = (
+            record.id,
+            record.previous_response_id,
+            record.model,
+            record.created_at,
+            orjson.dumps(list(record.input_items)),
+            orjson.dumps(list(record.output_items)),
+        )
+        with self._lock:
+            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+
+    def load(self, response_id: str) -> StoredResponse | None:
+        """The record for ``response_id`` or None."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT id, previous_id, model, created_at, input, output FROM responses WHERE id = ?", (response_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return StoredResponse(row[0], row[1], tuple(orjson.loads(row[4])), tuple(orjson.loads(row[5])), row[2] or "", row[3] or 0)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._conn.close()
+
+
+def _not_found(response_id: str) -> RequestError:
+    return RequestError(
+        f"Previous response with id '{response_id}' not found.",
+        param="previous_response_id",
+        status=400,
+        code="previous_response_not_found",
+    )
+
+
+def history(store: ConversationStore, response_id: str) -> list[Any]:
+    """Input and output items of ``response_id`` and every turn before it, oldest first.
+
+    Raises:
+        RequestError: 400 ``previous_response_not_found`` when any turn of the chain is missing,
+            or when the chain is longer than :data:`MAX_CHAIN` (a cycle).
+    """
+    chain: list[StoredResponse] = []
+    seen: set[str] = set()
+    current: str | None = response_id
+    while current is not None:
+        if current in seen or len(chain) >= MAX_CHAIN:
+            raise RequestError(
+                f"Previous response chain of '{response_id}' is too long or cyclic.", param="previous_response_id"
+            )
+        seen.add(current)
+        rec = store.load(current)
+        if rec is None:
+            raise _not_found(current)
+        chain.append(rec)
+        current = rec.previous_response_id
+    items: list[Any] = []
+    for rec in reversed(chain):
+        items.extend(rec.input_items)
+        items.extend(rec.output_items)
+    return items
+
+
+def _input_items(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    if isinstance(value, list):
+        return list(value)
+    return [value]  # not a valid input: left for the request validator to reject
+
+
+def expand_request(body: Mapping[str, Any], store: ConversationStore) -> dict[str, Any]:
+    """``body`` with ``previous_response_id``'s whole history put in front of its own ``input``.
+
+    A body without ``previous_response_id`` is returned unchanged (as a dict). Never mutates ``body``.
+
+    Raises:
+        RequestError: unknown or invalid ``previous_response_id`` (OpenAI's 400 shape, field path
+            ``previous_response_id``).
+    """
+    prev = body.get("previous_response_id")
+    if prev is None:
+        return dict(body)
+    if not isinstance(prev, str) or not prev:
+        raise RequestError("Invalid 'previous_response_id': expected a non-empty string.", param="previous_response_id", stage="parse")
+    return {**body, "input": history(store, prev) + _input_items(body.get("input"))}
+
+
+def remember(store: ConversationStore, body: Mapping[str, Any], response: Mapping[str, Any]) -> bool:
+    """Save one answered Responses request unless it said ``"store": false``.
+
+    Args:
+        body: the request as the client sent it (before :func:`expand_request`).
+        response: the response object (the non-streamed response, or ``response.completed``'s
+            ``response``) with ``id``, ``output``, ``model`` and ``created_at``.
+
+    Returns:
+        True when the turn was saved.
+    """
+    if body.get("store") is False:
+        return False
+    store.save(
+        StoredResponse(
+            id=str(response["id"]),
+            previous_response_id=body.get("previous_response_id"),
+            input_items=tuple(_input_items(body.get("input"))),
+            output_items=tuple(dict(i) if isinstance(i, Mapping) else i for i in response.get("output") or ()),
+            model=str(response.get("model") or ""),
+            created_at=int(response.get("created_at") or time.time()),
+        )
+    )
+    return True
