@@ -671,12 +671,13 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     Check order (as the parity target): model; server tools and tool names; at least one message;
     the messages in order (block placement, tool_use/tool_result pairing, tool_addition references);
     reasoning (``reject`` only); unique tool names and input schemas (skipped for tool_choice
-    ``none``); tool_choice; stop sequences;
-    temperature/top_p; max_tokens (values above the bound are lowered to it).
+    ``none``); tool_choice; stop sequences; temperature/top_p; max_tokens (values above the bound
+    are lowered to it).
 
     Raises:
         RequestError: stage ``convert``, status 400, with the parity target's message and a dotted
-            field path in ``param``.
+            field path in ``param`` (stage ``parse`` only for a dict body whose tool_use ``input``
+            cannot be printed as JSON, e.g. a Python set).
     """
     common.check_model(req.model, options)
     tools_in = list(req.tools or ())
