@@ -110,8 +110,36 @@ def _reject_constant(s: str) -> Any:
 _SLOW_DECODER = json.JSONDecoder(parse_int=_int_hook, parse_float=_float_hook, parse_constant=_reject_constant)
 
 
+#: Deepest container nesting serde_json (deepseek-recipe's parser) accepts; one more is an error.
+MAX_DEPTH = 127
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when ``value`` nests containers more than ``limit`` levels deep (iterative, leaves skipped)."""
+    if not isinstance(value, (dict, list)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
 def _parse_text(text: str | bytes) -> Any:
-    """Shared body of :func:`parse_json_value` / :func:`loads_request`; raises ValueError."""
+    """Shared body of :func:`parse_json_value` / :func:`loads_request`; raises ValueError
+    (also for nesting deeper than :data:`MAX_DEPTH`, as serde_json's recursion limit)."""
+    value = _parse_unchecked(text)
+    if _too_deep(value):
+        raise ValueError("recursion limit exceeded")
+    return value
+
+
+def _parse_unchecked(text: str | bytes) -> Any:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:

@@ -96,3 +96,21 @@ def test_deep_nesting_and_huge_numbers():
     _check('{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}')
     _check('{"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}], "seed": 123456789012345678901234567890}')
     _check({"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "\ud800"}]})
+
+
+def test_nesting_limit_and_float_overflow_match_deepseek_recipe():
+    import oracle
+
+    base = '{"model":"deepseek-v4-pro","messages":[{"role":"user","content":"x"}],"metadata":'
+    for depth in (125, 126, 127, 128):
+        body = base + "[" * depth + "]" * depth + "}"
+        theirs = oracle.convert("chat", body)
+        try:
+            prepare(body, "chat")
+            ours = {"ok": True}
+        except RequestError as err:
+            ours = {"ok": False, "stage": err.stage}
+        assert ours["ok"] == theirs["ok"] and ours.get("stage") == theirs.get("stage")
+    huge = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}], "temperature": 1e39, "thinking": {"type": "disabled"}}
+    assert not oracle.convert("chat", huge)["ok"]
+    _check(huge)

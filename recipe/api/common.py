@@ -6,6 +6,7 @@ status 400) with the parity target's message and the field path.
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from collections import OrderedDict
@@ -72,8 +73,12 @@ _TOOL_NAME_RE = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def f32(x: float) -> float:
-    """``x`` rounded to IEEE single precision, as the parity target stores sampling values."""
-    return struct.unpack("<f", struct.pack("<f", x))[0]
+    """``x`` rounded to IEEE single precision, as the parity target stores sampling values
+    (values beyond the f32 range become ±inf, so range checks reject them)."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def thinking_top_p(tools: Sequence[ToolDefinition]) -> float:
