@@ -116,7 +116,8 @@ class ChannelLogprobs:
 
 @runtime_checkable
 class StreamEncoder(Protocol):
-    """What one API's output encoder does. Construct it as ``Encoder(prep, meta)``.
+    """What one API's output encoder does. Construct it as ``Encoder(prep, meta)``; an encoder may
+    accept extra keyword-only options (``CompletionStream(encoder_options=…)`` passes them).
 
     Payloads are plain JSON-ready dicts (one per SSE event); :meth:`frame` turns one into bytes.
     Calls come in this order: :meth:`open` once, :meth:`on_events` any number of times,
@@ -154,8 +155,9 @@ class StreamEncoder(Protocol):
 
 def _encoders() -> Mapping[str, type]:
     from recipe.api.chat_output import ChatEncoder
+    from recipe.api.messages_output import MessagesEncoder
 
-    return MappingProxyType({"chat": ChatEncoder})
+    return MappingProxyType({"chat": ChatEncoder, "messages": MessagesEncoder})
 
 
 #: API name -> encoder class (``Encoder(prep, meta)`` implementing :class:`StreamEncoder`).
@@ -189,6 +191,8 @@ class CompletionStream:
         tokenizer: the vocabulary (default: the embedded DeepSeek-V4 one).
         model: the model name to echo (default ``prep.model``).
         eos_token_ids: ids that end the output (EOS / stop tokens).
+        encoder_options: extra keyword arguments for the API encoder's constructor (Messages:
+            ``signature``, ``thinking_tokens``); unknown keys raise ``TypeError``.
 
     Raises:
         ValueError: negative counts, ``cached_tokens > prompt_tokens``, or an API without an encoder.
@@ -213,6 +217,7 @@ class CompletionStream:
         tokenizer: Tokenizer | None = None,
         model: str | None = None,
         eos_token_ids: Sequence[int] = (1,),
+        encoder_options: Mapping[str, Any] | None = None,
     ) -> None:
         cls = ENCODERS.get(prep.api)
         if cls is None:
@@ -231,7 +236,7 @@ class CompletionStream:
             prompt_tokens=prompt,
             cached_tokens=cached_tokens,
         )
-        self._enc: StreamEncoder = cls(prep, meta)
+        self._enc: StreamEncoder = cls(prep, meta, **encoder_options) if encoder_options else cls(prep, meta)
         self._opened = False
         self._finish: Finish | None = None
         self._done_sent = False
@@ -379,6 +384,7 @@ def response(
     tokenizer: Tokenizer | None = None,
     model: str | None = None,
     eos_token_ids: Sequence[int] = (1,),
+    encoder_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The non-streamed response (Chat: a ``chat.completion`` object) for a whole model output.
 
@@ -391,7 +397,7 @@ def response(
     cs = CompletionStream(
         prep, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, response_id=response_id,
         created=created, seed=seed, system_fingerprint=system_fingerprint, tokenizer=tokenizer,
-        model=model, eos_token_ids=eos_token_ids,
+        model=model, eos_token_ids=eos_token_ids, encoder_options=encoder_options,
     )
     cs._events = []
     if prep.parsing.stop_sequences and logprobs is None:
