@@ -319,11 +319,12 @@ def _messages(req: ResponsesRequest) -> list[Message]:
     return messages + walker.messages
 
 
-def _check_reasoning_present(messages: Sequence[Message]) -> None:
-    """Reject mode: assistant turns with tool calls after the last user turn must carry reasoning."""
+def _check_reasoning_present(messages: Sequence[Message], declares_tools: bool) -> None:
+    """Reject mode: assistant turns after the last user turn must carry reasoning when the request
+    declares function tools (even with tool_choice none) or the turn made tool calls (observed)."""
     last_user = max((i for i, m in enumerate(messages) if type(m) is UserMessage), default=-1)
     for m in messages[last_user + 1 :]:
-        if type(m) is AssistantMessage and m.tool_calls and m.reasoning_content is None:
+        if type(m) is AssistantMessage and m.reasoning_content is None and (declares_tools or m.tool_calls):
             raise RequestError("The `reasoning_text` in the thinking mode must be passed back to the API.", param="input")
 
 
@@ -363,8 +364,8 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     """Convert a validated Responses request into a Conversation (deepseek-recipe 0.2.0 rules).
 
     Check order (observed): model; tool names / custom tools / namespaces; instructions and input
-    items (call ids, pairing); tool names unique and schemas; tool_choice; text.format; strict
-    mixing; temperature, top_p; top_logprobs; max_output_tokens.
+    items (call ids, pairing); tool names unique and schemas (skipped for tool_choice none); tool_choice; text.format; strict
+    mixing; text.format with strict tools; temperature, top_p; top_logprobs; max_output_tokens.
 
     Raises:
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
@@ -375,10 +376,9 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     tool_list = req.tools or ()
     _check_tools(tool_list)
     messages = _messages(req)
+    entries = _flat_entries(tool_list)
     if options.reasoning_content_behavior == "reject" and thinking:
-        _check_reasoning_present(messages)
-    tools = _build_tools(_flat_entries(tool_list))
-
+        _check_reasoning_present(messages, bool(entries))
     tc = req.tool_choice
     if tc is None or isinstance(tc, WebSearchChoice):
         mode, name = "auto", None
@@ -386,10 +386,14 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         mode, name = tc, None
     else:
         mode, name = "required", tc.name
+    # tool_choice none drops the tools before they are checked (duplicates, schemas): observed.
+    tools = () if mode == "none" else _build_tools(entries)
     tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking)
 
     rf = _response_format(req.text, messages)
     common.check_strict_mixing(tools)
+    if rf.type != "text" and any(t.strict for t in tools):
+        raise RequestError("response_format should not be used with tools", param="text.format")
     temperature, top_p = _f32_or_inf(req.temperature), _f32_or_inf(req.top_p)
     common.check_sampling(temperature, top_p)
     if req.top_logprobs is not None and req.top_logprobs > 20:

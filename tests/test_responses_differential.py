@@ -1,0 +1,94 @@
+"""Hypothesis differential test: generated Responses requests through recipe and deepseek-recipe 0.2.0.
+
+Compared: accept/reject and the rejecting stage; for accepted requests the prompt, special ranges,
+token ids and every conversion value (thinking, output constraint, parsing options, limits,
+sampling); the namespace tool map.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+import oracle
+from recipe.api.responses import namespace_tool_map, parse_responses_request
+from recipe.options import DEFAULT_OPTIONS
+from responses_strategies import responses_requests, wire
+from responses_support import normalise_oracle, ours
+
+
+def _compare(body: dict, options=DEFAULT_OPTIONS, oracle_options=None) -> dict:
+    text = wire(body)
+    theirs = normalise_oracle(oracle.convert("responses", text) if oracle_options is None else _convert_with(text, oracle_options))
+    mine = ours(text, options)
+    assert mine["ok"] == theirs["ok"], (mine.get("message"), theirs.get("message"))
+    if not mine["ok"]:
+        assert mine["stage"] == theirs["stage"], (mine["message"], theirs["message"])
+        return mine
+    assert mine["prompt"] == theirs["prompt"]
+    assert mine["special_ranges"] == theirs["special_ranges"]
+    assert mine["token_ids"] == theirs["token_ids"]
+    assert mine["conversion"] == theirs["conversion"]
+    return mine
+
+
+def _convert_with(text: str, opts) -> dict:
+    """oracle.convert with other ConversionOptions (accept/reject and stage only)."""
+    try:
+        req = oracle.dr.ResponsesRequest(text)
+    except ValueError as exc:
+        return {"ok": False, "stage": "parse", "message": str(exc)}
+    try:
+        req.convert(opts)
+    except oracle.dr.ConversionError as exc:
+        return {"ok": False, "stage": "convert", "message": str(exc)}
+    return oracle.convert("responses", text)
+
+
+@settings(max_examples=400)
+@given(responses_requests())
+def test_responses_match_deepseek_recipe(body):
+    mine = _compare(body)
+    if mine["ok"]:
+        text = wire(body)
+        theirs_map = oracle.dr.ResponsesRequest(text).namespace_tool_map(oracle.options())
+        assert namespace_tool_map(parse_responses_request(text)) == dict(theirs_map)
+
+
+@settings(max_examples=150)
+@given(responses_requests())
+def test_reject_reasoning_behaviour_matches(body):
+    """ReasoningContentBehavior.Reject: tool-calling turns after the last user turn need reasoning."""
+    from dataclasses import replace
+
+    opts = oracle.options().with_reasoning_content_behavior(oracle.dr.ReasoningContentBehavior.Reject)
+    text = wire(body)
+    theirs = _convert_with(text, opts)
+    mine = ours(text, replace(DEFAULT_OPTIONS, reasoning_content_behavior="reject"))
+    assert mine["ok"] == theirs["ok"], (mine.get("message"), theirs.get("message"))
+    if not mine["ok"]:
+        assert mine["stage"] == theirs["stage"], (mine["message"], theirs["message"])
+
+
+def test_reject_reasoning_examples():
+    from dataclasses import replace
+
+    opts = replace(DEFAULT_OPTIONS, reasoning_content_behavior="reject")
+    user = {"role": "user", "content": "u"}
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    out = {"type": "function_call_output", "call_id": "c", "output": "o"}
+    rs = {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "r"}]}
+    base = {"model": "deepseek-v4-pro"}
+    assert ours({**base, "input": [user, call, out]}, opts)["message"] == (
+        "The `reasoning_text` in the thinking mode must be passed back to the API."
+    )
+    assert ours({**base, "input": [user, rs, call, out]}, opts)["ok"]
+    assert ours({**base, "input": [user, {"role": "assistant", "content": "a"}]}, opts)["ok"]  # text turns are not checked
+    assert ours({**base, "input": [call, out, user]}, opts)["ok"]  # before the last user turn
+    assert ours({**base, "input": [user, call, out], "reasoning": {"effort": "none"}}, opts)["ok"]
+
+
+@pytest.mark.xfail(strict=True, reason="renderer merges a user turn and a following tool result into one <｜User｜> "
+                   "turn; deepseek-recipe starts a new one (needs a render.py change, see report)")
+def test_output_without_call_id_right_after_user():
+    _compare({"model": "deepseek-v4-pro", "input": [{"role": "user", "content": "u"}, {"type": "function_call_output", "output": "x"}], "reasoning": {"effort": "none"}})
