@@ -80,7 +80,7 @@ def tools(draw) -> list[dict[str, Any]]:
         if draw(st.booleans()):
             props = draw(st.dictionaries(ident, st.sampled_from([{"type": "string"}, {"type": "integer"}, {"type": "number", "description": "n"}]), max_size=3))
             fn["parameters"] = {"type": "object", "properties": props}
-            if draw(st.integers(0, 3)) == 0:
+            if draw(st.integers(0, 2)) == 0:
                 fn["strict"] = draw(st.booleans())
         out.append({"type": "function", "function": fn})
     return out

@@ -330,6 +330,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     mode, name = ("auto", None) if tc is None else (tc, None) if isinstance(tc, str) else ("required", tc.function.name)
     tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking)
     common.check_strict_mixing(tools)
+    common.check_format_with_strict_tools(tools, req.response_format is not None)
 
     rf = _response_format(req.response_format)
     common.check_response_format(rf)

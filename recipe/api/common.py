@@ -42,6 +42,7 @@ __all__ = [
     "resolve_thinking",
     "build_tool",
     "check_strict_mixing",
+    "check_format_with_strict_tools",
     "resolve_tool_choice",
     "check_sampling",
     "check_max_tokens",
@@ -167,6 +168,13 @@ def check_strict_mixing(tools: Sequence[ToolDefinition]) -> None:
     """Strict and non-strict tools may not be mixed in one request (Chat and Responses)."""
     if any(t.strict for t in tools) and not all(t.strict for t in tools):
         raise RequestError("Cannot use strict tool with non-strict tool in the same request", param="tools")
+
+
+def check_format_with_strict_tools(tools: Sequence[ToolDefinition], format_given: bool, field: str = "response_format") -> None:
+    """deepseek-recipe rejects any response format (even ``text``) next to strict tools (after
+    tool-choice filtering): ``response_format should not be used with tools``."""
+    if format_given and any(t.strict for t in tools):
+        raise RequestError("response_format should not be used with tools", param=field)
 
 
 def resolve_tool_choice(mode: str, name: str | None, tools: Sequence[ToolDefinition], thinking: bool, field: str = "tool_choice") -> tuple[ToolChoice, tuple[ToolDefinition, ...]]:
