@@ -7,7 +7,7 @@ import random
 import re
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from output_support import (
@@ -405,3 +405,100 @@ def test_sse_framing():
     assert sse_event({"type": "x"}, event="message_start") == b'event: message_start\ndata: {"type":"x"}\n\n'
     assert sse_event("l1\nl2") == b"data: l1\ndata: l2\n\n"
     assert sse_done() == b"data: [DONE]\n\n"
+
+
+# ---------------------------------------------------------------- JSON-object mode (deviation 9)
+
+JSON_CASES = [
+    # (content text, our content, our notes, deepseek-recipe all-at-once, deepseek-recipe one id per push)
+    ('{"a": 1}', '{"a": 1}', (), '{"a": 1}', '{"a": 1}'),
+    ("[1, 2]", "[1, 2]", (), "[1, 2]", "[1, 2]"),
+    ('```json\n{"a": 1}\n```', '{"a": 1}', (), '{"a": 1}', '{"a": 1}'),
+    ('```\n{"a": 1}\n```', '{"a": 1}', (), '{"a": 1}', '{"a": 1}'),
+    ('{"a": 1', '{"a": 1', ("json_incomplete",), '{"a": 1', '{"a": 1'),
+    ('  {"a": [1, 2]}  ', '{"a": [1, 2]}', (), ' {"a": [1, 2]}  ', '  {"a": [1, 2]}  '),
+    ('\n\n{"a":1}\n\n', '{"a":1}', (), '{"a":1}\n\n', '{"a":1}\n\n'),
+    ('{"a": "x"} {"b": 2}', '{"a": "x"}', ("json_trailing_text",), '{"a": "x"} {"b": 2}', '{"a": "x"} {"b": 2}'),
+    ('```JSON\n{"s": "}]\\"`"}\n```\nDone.', '{"s": "}]\\"`"}', ("json_trailing_text",), ' {"s": "}]\\"`"} ',
+     '   {"s": "}]\\"`"}   '),
+    ('Sure:\n```json\n{"a": 1}\n```\nDone.', 'Sure:\n```json\n{"a": 1}\n```\nDone.', ("json_not_found",),
+     ' {"a": 1} ', '  {"a": 1}   '),
+    ('Here: {"a": 1} and more', 'Here: {"a": 1} and more', ("json_not_found",), ' {"a": 1} and more',
+     '   {"a": 1} and more'),
+    ("no json here", "no json here", ("json_not_found",), " ", "   "),
+    ("42", "42", ("json_not_found",), " ", " "),
+    ("```js\n{}", "```js\n{}", ("json_not_found",), " {}", "   {}"),
+]
+
+
+def _json_opts(thinking=False, stop=()):
+    return ParsingOptions(parse_json_output=True, thinking_stage="reasoning" if thinking else None,
+                          stop_sequences=tuple(stop))
+
+
+@pytest.mark.parametrize("case", JSON_CASES, ids=[repr(c[0])[:30] for c in JSON_CASES])
+@pytest.mark.parametrize("how", ["one", "all", 2, "text"])
+def test_json_object_mode(case, how):
+    text, content, notes, _, _ = case
+    ids = ids_of(text)
+    r = run_text(_json_opts(), decoded_pieces(ids)) if how == "text" else run_ids(_json_opts(), split_ids(ids, how))
+    assert r.content == content
+    assert tuple(n for n in r.notes if n.startswith("json")) == notes
+
+
+def test_json_object_mode_vs_oracle():
+    """deepseek-recipe's JSON-object output (StreamProcessor, json_object request), where we differ."""
+    oracle = pytest.importorskip("deepseek_recipe")
+    from recipe.tokenizer import default_tokenizer_path
+
+    dtok = oracle.Tokenizer.from_file(str(default_tokenizer_path()))
+    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "answer in json"}],
+            "reasoning_effort": "none", "response_format": {"type": "json_object"}}
+    opt = oracle.ConversionOptions().with_model_alias("deepseek-v4-pro", oracle.ModelVersion.DeepseekV4Pro)
+    conv = oracle.ChatCompletionRequest(json.dumps(body)).convert(opt)
+    assert conv.parsing_options.parse_json_output
+
+    def theirs(ids, per_token):
+        sp = oracle.StreamProcessor(oracle.ChatCompletionRequest.chunk_generator(conv, "c", "m"),
+                                    conv.parsing_options, dtok)
+        resp = oracle.ChatCompletionResponse("c", "m", 0, 0, 0)
+        chunks = [oracle.InferenceChunk.tokens([i]) for i in ids] if per_token else [oracle.InferenceChunk.tokens(ids)]
+        for ch in [oracle.InferenceChunk.ready(), *chunks, oracle.InferenceChunk.finish(oracle.InferenceFinishReason.Stop)]:
+            for ev in sp.push(ch):
+                resp.accumulate(ev)
+        return json.loads(resp.to_json())["choices"][0]["message"].get("content") or ""
+
+    for text, ours, _, all_at_once, per_token in JSON_CASES:
+        ids = ids_of(text)
+        assert (theirs(ids, False), theirs(ids, True)) == (all_at_once, per_token), text
+        assert run_ids(_json_opts(), [ids]).content == ours
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(['{', '}', '[', ']', '"', '\\', ' ', '\n', '`', '```', '```json\n', 'json', 'a', ':',
+                                 ',', '1', 'Sure ', '</think>', 'STOP']), max_size=25),
+       st.lists(st.integers(1, 6), max_size=10), st.booleans())
+def test_json_object_mode_chunking_invariance(parts, cuts, thinking):
+    """Any split of the same output gives the same content and notes; deltas add up to the content."""
+    text = "".join(parts)
+    o = _json_opts(thinking, stop=["STOP"])
+    whole = run_text(o, [text])
+    pieces, k = [], 0
+    for c in cuts:
+        pieces.append(text[k:k + c])
+        k += c
+    pieces.append(text[k:])
+    for r in (run_text(o, pieces), run_ids(o, split_ids(ids_of(text), "one"))):
+        assert (r.content, r.reasoning_content, r.notes) == (whole.content, whole.reasoning_content, whole.notes)
+    if not thinking and "json_not_found" not in whole.notes and whole.content:
+        assert whole.content[0] in "{["
+
+
+def test_json_object_mode_reasoning_untouched_and_streams():
+    p = OutputParser(_json_opts(True), tok())
+    ids = ids_of('I will answer {"r": 1}.</think>\n```json\n{"a": [1, 2], "b": "x"}\n```')
+    events = [e for i in ids for e in p.push([i])] + p.finish()
+    r = accumulate(events)
+    assert r.reasoning_content == 'I will answer {"r": 1}.'
+    assert r.content == '{"a": [1, 2], "b": "x"}'
+    assert sum(isinstance(e, TextDelta) for e in events) > 3  # streamed as it came, not held to the end

@@ -45,7 +45,15 @@ measures both against deepseek-recipe.
 7. Only the exact DSML spelling is parsed; corrupted spellings (doubled or spaced bars, V4.1
    tag names, a tag missing its ``>``) stay content byte for byte (no recovery).
 8. An incomplete UTF-8 sequence at the end becomes U+FFFD instead of vanishing.
-9. ``parse_json_output`` (JSON-object mode) does not rewrite the text around the JSON.
+9. ``parse_json_output`` (JSON-object mode) gives the same content for every chunking (the parity
+   target replaces the text around the JSON by a chunking-dependent number of spaces). Rule
+   (:class:`recipe.parsing.JsonObjectFilter`): when the content's first non-blank character is
+   ``{`` / ``[``, or the content opens with a ```` ``` ```` / ```` ```json ```` fence line followed
+   by one, only that JSON value is emitted (fence, surrounding blanks and any text after it are
+   dropped; ``json_trailing_text`` when that was more than blanks and a closing fence). Otherwise
+   the content is kept unchanged (``json_not_found``): prose before the JSON is not stripped
+   (the target strips it, and drops content without ``{``/``[`` entirely). A value that never
+   closes is kept as streamed (``json_incomplete``). Reasoning is never touched.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.constants import EOS, THINK_END
-from recipe.parsing import MarkerMatcher, StopMatcher
+from recipe.parsing import JsonObjectFilter, MarkerMatcher, StopMatcher
 from recipe.streaming import (
     Finish,
     OutputEvent,
@@ -299,6 +307,8 @@ class OutputParser:
         self._m_content = MarkerMatcher([THINK_END, *eos_text, *((_OPEN,) if options.parse_tool_calls else ())])
         self._m_dsml = MarkerMatcher([_OPEN, _CLOSE, *eos_text])
         self._stops = StopMatcher(options.stop_sequences) if options.stop_sequences else None
+        self._json = JsonObjectFilter() if options.parse_json_output else None
+        self._plain = self._stops is None and self._json is None  # content goes out unchanged
         self._declared = frozenset(options.tool_names)
 
         stage = options.thinking_stage
@@ -396,7 +406,7 @@ class OutputParser:
                             return out
                         if st == _CONTENT:
                             self._completion += 1
-                            if (text[-1] != "\n" and self._stops is None and not self._c_nl and not self._c_lead
+                            if (text[-1] != "\n" and self._plain and not self._c_nl and not self._c_lead
                                     and not self._after_block):
                                 return [TextDelta(text)]  # mid-content text: delivered as is
                             out = self._out = []
@@ -801,14 +811,25 @@ class OutputParser:
         self._deliver(piece)
 
     def _deliver(self, piece: str) -> None:
-        if self._stops is None:
+        if self._plain:
             self._out.append(TextDelta(piece))
+            return
+        if self._stops is None:
+            self._text_out(piece)
             return
         text, matched = self._stops.feed(piece)
         if text:
-            self._out.append(TextDelta(text))
+            self._text_out(text)
         if matched is not None:
             self._end = ("stop", matched)
+
+    def _text_out(self, text: str) -> None:
+        """Content as the client sees it (after stop sequences), through the JSON-object filter."""
+        if self._json is not None:
+            text = self._json.feed(text)
+            if not text:
+                return
+        self._out.append(TextDelta(text))
 
     def _enter_block(self) -> None:
         self._c_nl = ""
@@ -816,7 +837,7 @@ class OutputParser:
         if self._stops is not None:
             held = self._stops.flush()
             if held:
-                self._out.append(TextDelta(held))
+                self._text_out(held)
                 self._c_lead = False
         self._state = _BLOCK
 
@@ -1108,6 +1129,12 @@ class OutputParser:
         """Flush held text (unless a stop sequence matched), close an open call, emit Finish."""
         if self._end is None or self._end[1] is None:
             self._flush_held()
+        if self._json is not None:
+            tail = self._json.finish()
+            if tail:
+                self._out.append(TextDelta(tail))
+            for note in self._json.notes:
+                self._note(note)
         if self._call >= 0:
             if self._state == _VALUE:
                 self._end_value(implicit=False)
@@ -1152,7 +1179,7 @@ class OutputParser:
         if self._stops is not None:
             held = self._stops.flush()
             if held:
-                self._out.append(TextDelta(held))
+                self._text_out(held)
 
 
 def _coalesce(events: list[OutputEvent]) -> list[OutputEvent]:
