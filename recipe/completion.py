@@ -156,8 +156,9 @@ class StreamEncoder(Protocol):
 def _encoders() -> Mapping[str, type]:
     from recipe.api.chat_output import ChatEncoder
     from recipe.api.messages_output import MessagesEncoder
+    from recipe.api.responses_output import ResponsesEncoder
 
-    return MappingProxyType({"chat": ChatEncoder, "messages": MessagesEncoder})
+    return MappingProxyType({"chat": ChatEncoder, "messages": MessagesEncoder, "responses": ResponsesEncoder})
 
 
 #: API name -> encoder class (``Encoder(prep, meta)`` implementing :class:`StreamEncoder`).
