@@ -338,3 +338,20 @@ def test_trailing_assistant_prefill_is_closed_not_continued():
     assert r["content"] == [{"type": "text", "text": " 42."}]
     oracle = pytest.importorskip("oracle")
     assert oracle.convert("messages", req)["token_ids"] == prep.token_ids
+
+
+def test_text_inside_an_open_tool_call_follows_the_tool_block():
+    """Degraded output (note ``text_in_tool_block``): the parser reports text while a call is open;
+    Messages blocks cannot interleave, so the text is sent as the next block, byte for byte."""
+    req = body(tools=TOOLS)
+    text = ('Checking.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_w">\n<｜begin▁of▁sentence｜>'
+            '<｜DSML｜parameter name="')
+    ids = ids_of(text)
+    for chunks in ([[i] for i in ids], [ids]):
+        ev = stream_payloads(req, chunks, "stop", seed=1)
+        msg = fold(ev)
+        assert [b["type"] for b in msg["content"]] == ["text", "tool_use", "text"]
+        assert msg["content"][1]["input"] == {}
+        assert msg["content"][2]["text"] == '<｜begin▁of▁sentence｜><｜DSML｜parameter name="'
+        assert msg["recipe"] == {"notes": ["text_in_tool_block", "truncated_tool_call"]}
+        assert our_response(req, ids, "stop", seed=1) == msg

@@ -104,6 +104,10 @@ class MessagesEncoder:
             of reasoning token ids) in ``message_delta`` and the response. Off by default: the
             parity target reports no reasoning-token count for Messages.
 
+    Text or reasoning the parser reports inside an open tool call (degraded output, note
+    ``text_in_tool_block``) is held and sent as the next block once the tool block closes: Messages
+    blocks cannot interleave, and no byte is lost.
+
     Block layout: a content block per run of one kind in output order. The encoder records the
     layout it streamed (block kinds and text lengths), so :meth:`response` for the same output
     reproduces it exactly — including a text block after tool calls (text the parser keeps,
@@ -113,7 +117,7 @@ class MessagesEncoder:
     id_prefix: ClassVar[str] = "msg_"
 
     __slots__ = ("_meta", "_signature", "_thinking_first", "_thinking_tokens", "_usage",
-                 "_kind", "_index", "_pinged", "_tool_blocks", "_layout", "_run")
+                 "_kind", "_index", "_pinged", "_tool_blocks", "_layout", "_run", "_held")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta, *, signature: str | None = None,
                  thinking_tokens: bool = False) -> None:
@@ -132,6 +136,7 @@ class MessagesEncoder:
         # streamed layout: [kind, chars] for thinking/text runs, [_TOOL, call index] for tool uses
         self._layout: list[list[int]] = []
         self._run: list[int] | None = None  # the open thinking/text layout entry
+        self._held: list[OutputEvent] = []  # text that arrived inside an open tool call
 
     @property
     def signature(self) -> str:
@@ -220,6 +225,9 @@ class MessagesEncoder:
         out: list[dict[str, Any]] = []
         for ev in events:
             t = type(ev)
+            if self._kind == _TOOL and (t is TextDelta or t is ReasoningDelta):
+                self._held.append(ev)  # blocks cannot interleave: sent after the tool block
+                continue
             if t is TextDelta:
                 if self._kind != _TEXT:
                     self._start(_TEXT, out)
@@ -251,12 +259,21 @@ class MessagesEncoder:
             elif t is ToolCallEnd:
                 if self._kind == _TOOL and self._tool_blocks.get(ev.index) == self._index:
                     self._stop(out)
+                    self._flush_held(out)
         return out
+
+    def _flush_held(self, out: list[dict[str, Any]]) -> None:
+        if self._held:
+            held, self._held = self._held, []
+            out += self.on_events(held)
 
     def close(self, finish: Finish) -> list[dict[str, Any]]:
         """Close the open block, then ``message_delta`` (stop reason, cumulative usage, notes) and
         ``message_stop``."""
         out: list[dict[str, Any]] = []
+        if self._held:
+            self._stop(out)
+            self._flush_held(out)
         if self._kind is not None:
             self._stop(out)
         reason = messages_stop_reason(finish.reason, finish.tool_calls, finish.matched_stop)
