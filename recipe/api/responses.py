@@ -1,4 +1,6 @@
-"""OpenAI Responses: request models and conversion to a :class:`~recipe.conversation.Conversation`.
+"""OpenAI Responses: conversion of a request to a :class:`~recipe.conversation.Conversation`.
+
+The pydantic request models live in :mod:`recipe.api.responses_wire` (re-exported here).
 
 Conversion follows deepseek-recipe 0.2.0 (behaviour map §1.4 "Responses", §1.5–1.9; wire formats
 §3.1): schema problems are ``parse``-stage errors, semantic problems ``convert``-stage errors, both
@@ -92,8 +94,11 @@ class _ToolEntry:
 
 
 def flat_name(namespace: str, name: str) -> str:
-    """``ns__name``; when either side already has an underscore at the seam they are just joined
-    (``("x_", "y")`` -> ``x_y``, ``("x", "_y")`` -> ``x_y``), as the parity target does."""
+    """The flat tool name of ``name`` in ``namespace``: ``ns__name``.
+
+    When either side already has an underscore at the seam the two are just joined
+    (``("x_", "y")`` -> ``x_y``, ``("x", "_y")`` -> ``x_y``), as the parity target does.
+    """
     return namespace + name if namespace.endswith("_") or name.startswith("_") else f"{namespace}__{name}"
 
 

@@ -17,11 +17,32 @@ from recipe.api.wire import U32, WireModel, parse_body
 __all__ = [
     "ResponsesRequest",
     "parse_responses_request",
-    "InputText", "OutputText", "InputImage", "InputFile",
-    "MessageItem", "FunctionCallItem", "FunctionCallOutputItem", "CustomToolCallItem", "CustomToolCallOutputItem",
-    "ReasoningItem", "ReasoningText", "ToolSearchCallItem", "ToolSearchOutputItem", "IgnoredItem",
-    "FunctionTool", "CustomTool", "NamespaceTool", "WebSearchTool", "IgnoredTool",
-    "NamedChoice", "WebSearchChoice", "FormatText", "FormatJsonObject", "FormatJsonSchema", "TextConfig", "ReasoningConfig",
+    "InputText",
+    "OutputText",
+    "InputImage",
+    "InputFile",
+    "MessageItem",
+    "FunctionCallItem",
+    "FunctionCallOutputItem",
+    "CustomToolCallItem",
+    "CustomToolCallOutputItem",
+    "ReasoningItem",
+    "ReasoningText",
+    "ToolSearchCallItem",
+    "ToolSearchOutputItem",
+    "IgnoredItem",
+    "FunctionTool",
+    "CustomTool",
+    "NamespaceTool",
+    "WebSearchTool",
+    "IgnoredTool",
+    "NamedChoice",
+    "WebSearchChoice",
+    "FormatText",
+    "FormatJsonObject",
+    "FormatJsonSchema",
+    "TextConfig",
+    "ReasoningConfig",
 ]
 
 U8 = Annotated[int, Field(strict=True, ge=0, le=255)]
@@ -74,16 +95,22 @@ Level = _enum("low", "medium", "high")
 
 
 class InputText(WireModel):
+    """``{"type": "input_text", "text"}`` content part."""
+
     type: Literal["input_text"]
     text: str
 
 
 class OutputText(WireModel):
+    """``{"type": "output_text", "text"}``; interchangeable with input_text in any role (``annotations`` ignored)."""
+
     type: Literal["output_text"]
     text: str
 
 
 class InputImage(WireModel):
+    """``{"type": "input_image", …}``: becomes ``[Unsupported Image]`` on V4 Pro; fields type-checked only."""
+
     type: Literal["input_image"]
     image_url: str | None = None
     file_id: str | None = None
@@ -91,6 +118,8 @@ class InputImage(WireModel):
 
 
 class InputFile(WireModel):
+    """``{"type": "input_file", …}``: becomes ``[Unsupported Document]``; other fields are not checked."""
+
     type: Literal["input_file"]
 
 
@@ -114,6 +143,8 @@ class MessageItem(WireModel):
 
 
 class FunctionCallItem(WireModel):
+    """A replayed function call; ``namespace`` flattens the name (``ns__name``); ``id``/``status`` ignored."""
+
     type: Literal["function_call"]
     call_id: str
     name: str
@@ -122,6 +153,11 @@ class FunctionCallItem(WireModel):
 
 
 class FunctionCallOutputItem(WireModel):
+    """A tool result: ``output`` is a string or input_text/input_image/input_file parts.
+
+    ``call_id`` may be absent: the result then answers no call (accepted when no call is pending).
+    """
+
     type: Literal["function_call_output"]
     call_id: str | None = None
     output: Union[str, list[OutputPart]]
@@ -130,6 +166,8 @@ class FunctionCallOutputItem(WireModel):
 
 
 class CustomToolCallItem(WireModel):
+    """A replayed custom tool call: becomes a call with arguments ``{"input": <input>}``."""
+
     type: Literal["custom_tool_call"]
     call_id: str
     name: str
@@ -137,6 +175,8 @@ class CustomToolCallItem(WireModel):
 
 
 class CustomToolCallOutputItem(WireModel):
+    """The result of a custom tool call (``output`` optional: an empty result)."""
+
     type: Literal["custom_tool_call_output"]
     call_id: str
     output: Union[str, list[OutputPart], None] = None
@@ -164,6 +204,8 @@ class ReasoningItem(WireModel):
 
 
 class ToolSearchCallItem(WireModel):
+    """Type-checked and ignored."""
+
     type: Literal["tool_search_call"]
     call_id: str
     arguments: dict[str, Any]
@@ -175,13 +217,12 @@ class IgnoredItem(WireModel):
     type: str
 
 
-# tool_search_output needs the tool union (defined below); see ToolSearchOutputItem.
-
-
 # --- tools --------------------------------------------------------------------------------------
 
 
 class FunctionTool(WireModel):
+    """Flat function tool ``{"type": "function", "name", "description"?, "parameters"?, "strict"?}``."""
+
     type: Literal["function"]
     name: str
     description: str | None = None
@@ -190,11 +231,15 @@ class FunctionTool(WireModel):
 
 
 class CustomTool(WireModel):
+    """Custom tool: only ``apply_patch`` is supported (a fixed function tool); others are rejected."""
+
     type: Literal["custom"]
     name: str
 
 
 class NamespaceTool(WireModel):
+    """``{"type": "namespace", "name", "tools": [function|custom]}``: functions flattened to ``ns__name``."""
+
     type: Literal["namespace"]
     name: str
     description: str | None = None
@@ -202,6 +247,8 @@ class NamespaceTool(WireModel):
 
 
 class WebSearchTool(WireModel):
+    """Hosted web search: dropped (Options has no "reject web search" switch yet)."""
+
     type: Literal["web_search", "web_search_2025_08_26"]
     search_context_size: Level | None = None  # type: ignore[valid-type]
     user_location: dict[str, Any] | None = None
@@ -233,6 +280,8 @@ Tool = Annotated[
 
 
 class ToolSearchOutputItem(WireModel):
+    """Type-checked (its ``tools`` like request tools) and ignored."""
+
     type: Literal["tool_search_output"]
     call_id: str
     tools: list[Tool]
@@ -309,10 +358,14 @@ ToolChoiceModel = Annotated[
 
 
 class FormatText(WireModel):
+    """``text.format`` ``{"type": "text"}`` (the default)."""
+
     type: Literal["text"]
 
 
 class FormatJsonObject(WireModel):
+    """``text.format`` ``{"type": "json_object"}``: needs the word json in some message."""
+
     type: Literal["json_object"]
 
 

@@ -1,0 +1,105 @@
+"""Responses request -> Conversation -> prompt token ids, recipe vs deepseek-recipe 0.2.0, same run.
+
+    python bench/bench_responses.py            # both cases
+    python bench/bench_responses.py --quick    # fewer repetitions
+
+Cases: (a) a short Responses request (instructions + string input); (b) the long agentic
+conversation of bench/gen.py (55 assistant turns with reasoning items, function calls and outputs,
+10 tools, ~100k prompt tokens) written as Responses input items. For each case it checks that both
+libraries give identical token ids, then prints medians of the request conversion alone
+(parse + convert) and of the whole way to token ids (no segment cache), and the ratio
+deepseek-recipe time / recipe time (> 1 means recipe is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import deepseek_recipe as dr  # noqa: E402
+from gen import agentic_request  # noqa: E402
+
+from recipe.api.responses import parse_responses_request, responses_to_conversation  # noqa: E402
+from recipe.encodings.deepseek_v4.render import render  # noqa: E402
+from recipe.options import DEFAULT_OPTIONS  # noqa: E402
+from recipe.prompt import encode_prompt  # noqa: E402
+from recipe.tokenizer import default_tokenizer_path, load_tokenizer  # noqa: E402
+
+
+def short_request() -> dict[str, Any]:
+    return {"model": "deepseek-v4-pro", "instructions": "You are a helpful assistant. Answer briefly.",
+            "input": "What is the capital of France, and why is it famous?"}
+
+
+def agentic_responses_request() -> dict[str, Any]:
+    """bench/gen.py's agentic Chat request as Responses items (reasoning, text, calls, outputs)."""
+    chat = agentic_request()
+    items: list[dict[str, Any]] = []
+    instructions = None
+    for m in chat["messages"]:
+        if m["role"] == "system":
+            instructions = m["content"]
+        elif m["role"] == "user":
+            items.append({"role": "user", "content": m["content"]})
+        elif m["role"] == "assistant":
+            items.append({"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": m["reasoning_content"]}]})
+            if m["content"]:
+                items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+            for c in m["tool_calls"]:
+                items.append({"type": "function_call", "call_id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+        else:
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+    tools = [{"type": "function", **t["function"]} for t in chat["tools"]]
+    return {"model": "deepseek-v4-pro", "instructions": instructions, "input": items, "tools": tools, "reasoning": {"effort": "high"}}
+
+
+def _median(fn, n: int) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    opts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
+    enc = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(str(default_tokenizer_path())))
+    tok = load_tokenizer()
+
+    def ours_convert(body: str):
+        return responses_to_conversation(parse_responses_request(body), DEFAULT_OPTIONS)
+
+    def ours_ids(body: str) -> list[int]:
+        return encode_prompt(tok, render(ours_convert(body)), None)
+
+    def theirs_convert(body: str):
+        return dr.ResponsesRequest(body).convert(opts)
+
+    def theirs_ids(body: str) -> list[int]:
+        return list(enc.encode(theirs_convert(body).conversation))
+
+    for name, body, n in (("short", short_request(), 400), ("agentic", agentic_responses_request(), 10)):
+        n = max(3, n // 5) if args.quick else n
+        text = json.dumps(body, ensure_ascii=False)
+        ids = ours_ids(text)
+        assert ids == theirs_ids(text), f"{name}: token ids differ"
+        print(f"({name}) {len(ids)} prompt tokens, median of {n}")
+        for label, mine, theirs in (("parse+convert", ours_convert, theirs_convert), ("to token ids", ours_ids, theirs_ids)):
+            a = _median(lambda: mine(text), n)
+            b = _median(lambda: theirs(text), n)
+            print(f"  {label:14s} recipe {a * 1e3:9.3f} ms   deepseek-recipe {b * 1e3:9.3f} ms   ratio {b / a:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
