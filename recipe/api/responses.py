@@ -64,7 +64,6 @@ from recipe.conversation import (
 )
 from recipe.errors import RequestError
 from recipe.options import Options
-from recipe.structured import normalize_strict_response_schema, validate_response_schema
 
 __all__ = [
     "ResponsesRequest",
@@ -348,21 +347,9 @@ def _response_format(text: TextConfig | None, messages: Sequence[Message]) -> Re
                 param="text.format",
             )
         return ResponseFormat("json_object")
-    if fmt.strict:
-        normalize_strict_response_schema(fmt.schema_)
-    else:
-        validate_response_schema(fmt.schema_)
-    return ResponseFormat("json_schema", schema=fmt.schema_, name=fmt.name, strict=fmt.strict)
-
-
-def _f32_or_inf(x: float | None) -> float | None:
-    """Like the parity target's f32 read: values beyond the f32 range become ±inf."""
-    if x is None:
-        return None
-    try:
-        return common.f32(x)
-    except OverflowError:
-        return float("inf") if x > 0 else float("-inf")
+    rf = ResponseFormat("json_schema", schema=fmt.schema_, name=fmt.name, strict=fmt.strict)
+    common.check_response_format(rf, "text.format")
+    return rf
 
 
 def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conversation:
@@ -397,17 +384,16 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
 
     rf = _response_format(req.text, messages)
     common.check_strict_mixing(tools)
-    if rf.type != "text" and any(t.strict for t in tools):
-        raise RequestError("response_format should not be used with tools", param="text.format")
-    temperature, top_p = _f32_or_inf(req.temperature), _f32_or_inf(req.top_p)
-    common.check_sampling(temperature, top_p)
+    # Unlike Chat, an explicit {"type": "text"} format is allowed next to strict tools (observed).
+    common.check_format_with_strict_tools(tools, rf.type != "text", "text.format")
+    common.check_sampling(req.temperature, req.top_p)
     if req.top_logprobs is not None and req.top_logprobs > 20:
         raise RequestError("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].", param="top_logprobs")
     max_tokens = common.check_max_tokens(req.max_output_tokens, thinking, options, clamp=False, field="max_output_tokens")
 
     sampling = Sampling(
-        temperature=1.0 if thinking else (temperature if temperature is not None else 1.0),
-        top_p=common.thinking_top_p(tools) if thinking else (top_p if top_p is not None else 1.0),
+        temperature=1.0 if thinking else common.f32(req.temperature if req.temperature is not None else 1.0),
+        top_p=common.thinking_top_p(tools) if thinking else common.f32(req.top_p if req.top_p is not None else 1.0),
         seed=None,
         logprobs=req.top_logprobs is not None,
         top_logprobs=req.top_logprobs,
