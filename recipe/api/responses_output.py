@@ -245,7 +245,7 @@ class ResponsesEncoder:
 
     id_prefix: ClassVar[str] = "resp_"
 
-    __slots__ = ("_prep", "_meta", "_seq", "_ns", "_custom", "_echo", "_items", "_cur", "_t0", "_final", "_resp_id")
+    __slots__ = ("_prep", "_meta", "_seq", "_ns", "_custom", "_echo", "_items", "_cur", "_t0", "_final", "_resp_id", "_held")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta) -> None:
         req = prep.request
@@ -262,6 +262,9 @@ class ResponsesEncoder:
         self._cur: _Item | None = None
         self._t0 = time.monotonic()
         self._final: dict[str, Any] | None = None
+        # text / reasoning deltas that arrived inside an unfinished call (parser note
+        # text_in_tool_block): sent as the next message once the call is complete
+        self._held: list[OutputEvent] = []
 
     # ------------------------------------------------------------------ response object
 
@@ -408,10 +411,17 @@ class ResponsesEncoder:
                 return [{"type": "response.function_call_arguments.delta", "delta": ev.text, "item_id": cur.id,
                          "output_index": cur.index, "sequence_number": self._next()}]
         out: list[dict[str, Any]] = []
+        self._feed(events, logprobs, out)
+        return out
+
+    def _feed(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None, out: list[dict[str, Any]]) -> None:
         pending = logprobs
         for ev in events:
             t = type(ev)
             cur = self._cur
+            if (t is TextDelta or t is ReasoningDelta) and cur is not None and cur.call >= 0 and cur.final is None:
+                self._held.append(ev)  # inside an unfinished call: keep the call's item whole
+                continue
             if t is TextDelta:
                 if cur is None or cur.kind != "message":
                     cur = self._start("message", out)
@@ -455,13 +465,20 @@ class ResponsesEncoder:
                     self._custom_input(cur, custom_tool_input(ev.arguments), out)
                 else:
                     cur.final = ev.arguments
-        return out
+                if self._held:
+                    held, self._held = self._held, []
+                    self._feed(held, None, out)
 
     def close(self, finish: Finish) -> list[dict[str, Any]]:
         """Close the open item (status ``incomplete`` unless the backend said ``stop``), then
         ``response.completed`` / ``response.incomplete`` with the full output and usage (+ notes)."""
         status, reason = response_status(finish.reason)
         out: list[dict[str, Any]] = []
+        if self._held:  # a call left without its end (the parser always ends calls first)
+            held, self._held = self._held, []
+            if self._cur is not None:
+                self._close_item(self._cur, "completed", "final_answer", out)
+            self._feed(held, None, out)
         if self._cur is not None:
             self._close_item(self._cur, status, "final_answer", out)
         output = [orjson.loads(orjson.dumps(it.shape_done)) for it in self._items]
