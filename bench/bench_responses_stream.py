@@ -21,11 +21,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_stream import TOOLS, _calls, think_ids, tool_ids  # noqa: E402
+from bench_stream import TOOLS, _calls, think_ids, tool_ids
 
-from recipe.completion import CompletionStream  # noqa: E402
-from recipe.pipeline import prepare  # noqa: E402
-from recipe.tokenizer import default_tokenizer_path, load_tokenizer  # noqa: E402
+from recipe.completion import CompletionStream
+from recipe.pipeline import prepare
+from recipe.tokenizer import default_tokenizer_path, load_tokenizer
 
 try:
     import deepseek_recipe as dr

@@ -204,8 +204,8 @@ def oracle_run(body: dict[str, Any], chunks: Sequence[Any], finish: str = "stop"
     """deepseek-recipe's events (``to_json`` of each) for the same output; the last one's
     ``response`` is its accumulated response. ``chunks``: lists of ids or strings (1 token each)."""
     import deepseek_recipe as dr
-
     from oracle import options
+
     from recipe.tokenizer import default_tokenizer_path
 
     fin = {"stop": dr.InferenceFinishReason.Stop, "length": dr.InferenceFinishReason.Length,

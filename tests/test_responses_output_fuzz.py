@@ -9,11 +9,11 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from responses_output_support import check_invariants, parse_sse, responses_rows
 
 from recipe.completion import CompletionStream
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
-from responses_output_support import check_invariants, parse_sse, responses_rows
 
 TOK = load_tokenizer()
 ROWS = responses_rows()

@@ -10,8 +10,6 @@ ints; everything else must be equal, except the deviations in DEVIATIONS (docs/s
 from __future__ import annotations
 
 import pytest
-
-from recipe.tokenizer import load_tokenizer
 from responses_output_support import (
     DELTAS,
     check_invariants,
@@ -24,6 +22,8 @@ from responses_output_support import (
     strip_notes,
     structural,
 )
+
+from recipe.tokenizer import load_tokenizer
 
 ROWS = responses_rows()
 IDS = [r["scenario"] for r in ROWS]

@@ -18,11 +18,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from responses_output_support import responses_rows
 
 from recipe.completion import CompletionStream, response
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
-from responses_output_support import responses_rows
 
 openai = pytest.importorskip("openai")
 
@@ -67,7 +67,7 @@ def _request(scenario: str) -> dict[str, Any]:
 class _Handler(BaseHTTPRequestHandler):
     timeout = 10
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         ids, fin = _output(self.headers["x-scenario"])
         prep = prepare(body)

@@ -11,12 +11,6 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from recipe.api.responses_output import FINISH_STATUS, ResponsesEncoder, custom_tool_input, response_status
-from recipe.completion import ENCODERS, ChannelLogprobs, CompletionStream, StreamEncoder, TokenLogprob, response
-from recipe.pipeline import prepare
-from recipe.streaming import Finish, TextDelta, ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart, accumulate
-from recipe.tokenizer import load_tokenizer
 from responses_output_support import (
     check_invariants,
     our_response,
@@ -25,6 +19,31 @@ from responses_output_support import (
     stream_payloads,
     structural,
 )
+
+from recipe.api.responses_output import (
+    FINISH_STATUS,
+    ResponsesEncoder,
+    custom_tool_input,
+    response_status,
+)
+from recipe.completion import (
+    ENCODERS,
+    ChannelLogprobs,
+    CompletionStream,
+    StreamEncoder,
+    TokenLogprob,
+    response,
+)
+from recipe.pipeline import prepare
+from recipe.streaming import (
+    Finish,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    accumulate,
+)
+from recipe.tokenizer import load_tokenizer
 
 ROWS = responses_rows()
 TOOLS = ROWS[2]["request"]["tools"]  # think_tool: get_w, get_time

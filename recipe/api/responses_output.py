@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from recipe.completion import ChannelLogprobs, ResponseMeta, TokenLogprob
     from recipe.pipeline import PreparedRequest
 
-__all__ = ["ResponsesEncoder", "FINISH_STATUS", "response_status", "response_echo", "custom_tool_input"]
+__all__ = ["FINISH_STATUS", "ResponsesEncoder", "custom_tool_input", "response_echo", "response_status"]
 
 #: backend finish reason -> (response status, ``incomplete_details.reason``). Other reasons give
 #: ``("incomplete", reason)`` (the SDK accepts any string there).
@@ -189,8 +189,21 @@ _PREFIX = {"reasoning": "rs_", "message": "msg_", "function_call": "fc_", "custo
 class _Item:
     """One output item being built (mutable; the encoder's private state)."""
 
-    __slots__ = ("kind", "index", "id", "resp_id", "texts", "lps", "call", "call_id", "name", "namespace", "args", "final",
-                 "shape_done")
+    __slots__ = (
+        "args",
+        "call",
+        "call_id",
+        "final",
+        "id",
+        "index",
+        "kind",
+        "lps",
+        "name",
+        "namespace",
+        "resp_id",
+        "shape_done",
+        "texts",
+    )
 
     def __init__(self, kind: str, index: int, resp_id: str) -> None:
         self.kind = kind  # "reasoning" | "message" | "function_call" | "custom_tool_call"
@@ -245,7 +258,7 @@ class ResponsesEncoder:
 
     id_prefix: ClassVar[str] = "resp_"
 
-    __slots__ = ("_prep", "_meta", "_seq", "_ns", "_custom", "_echo", "_items", "_cur", "_t0", "_final", "_resp_id", "_held")
+    __slots__ = ("_cur", "_custom", "_echo", "_final", "_held", "_items", "_meta", "_ns", "_prep", "_resp_id", "_seq", "_t0")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta) -> None:
         req = prep.request
@@ -494,8 +507,8 @@ class ResponsesEncoder:
     # ------------------------------------------------------------------ whole response
 
     def _matches(self, parsed: ParsedOutput) -> bool:
-        texts = {"message": [], "reasoning": []}  # type: dict[str, list[str]]
-        calls = []
+        texts: dict[str, list[str]] = {"message": [], "reasoning": []}
+        calls: list[str] = []
         for it in self._items:
             if it.kind in texts:
                 texts[it.kind].append("".join(it.texts))
@@ -537,4 +550,4 @@ class ResponsesEncoder:
 
     def done(self) -> None:
         """None: a Responses stream ends after ``response.completed`` / ``response.incomplete``."""
-        return None
+        return
