@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from recipe.api.apply_patch import APPLY_PATCH_NAME
+from recipe.api.chat_output import _lp  # the same log-probability entry shape as Chat
 from recipe.api.responses import namespace_tool_map
 from recipe.api.responses_wire import (
     CustomTool,
@@ -171,15 +172,6 @@ def response_echo(req: Any) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- items
-
-
-def _lp(e: TokenLogprob) -> dict[str, Any]:
-    return {
-        "token": e.token,
-        "logprob": e.logprob,
-        "bytes": list(e.token_bytes),
-        "top_logprobs": [{"token": a.token, "logprob": a.logprob, "bytes": list(a.token_bytes)} for a in e.top],
-    }
 
 
 #: item kind -> id prefix (``<prefix><response id>_<output index>``, deepseek-recipe's ids).
