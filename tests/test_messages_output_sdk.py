@@ -33,8 +33,8 @@ _CALL = ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_w">\n<｜DSML｜pa
 EXTRA = {
     "empty_reasoning": (body(thinking=True), "</think>Straight to the answer \U0001F916.", "stop"),
     "text_after_tool": (body(tools=TOOLS), "Checking.\n\n" + _CALL + "\nAnd some text after.", "stop"),
-    "text_in_tool_block": (body(tools=TOOLS), "Hm.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_w\">\n"
-                           "<｜begin▁of▁sentence｜><｜DSML｜parameter name=\"", "stop"),
+    "text_in_tool_block": (body(tools=TOOLS), ("Hm.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_w\">\n"
+                                               "<｜begin▁of▁sentence｜><｜DSML｜parameter name=\""), "stop"),
     "tool_max_tokens": (body(thinking=True, tools=TOOLS), "R.</think>" + _CALL[:120], "length"),
 }
 KW = dict(seed=3, prompt_tokens=20, cached_tokens=5)

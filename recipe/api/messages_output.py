@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from recipe.completion import ChannelLogprobs, ResponseMeta, TokenLogprob
     from recipe.pipeline import PreparedRequest
 
-__all__ = ["MessagesEncoder", "STOP_REASONS", "messages_stop_reason", "tool_input"]
+__all__ = ["STOP_REASONS", "MessagesEncoder", "messages_stop_reason", "tool_input"]
 
 #: backend finish reason -> Messages ``stop_reason`` (a stop-sequence match gives ``stop_sequence``
 #: and ``stop`` with tool calls gives ``tool_use``, see :func:`messages_stop_reason`). Reasons not
@@ -55,8 +55,6 @@ STOP_REASONS: dict[str, str] = {
 
 _THINKING, _TEXT, _TOOL = 0, 1, 2
 _EMPTY_BLOCK = ({"type": "thinking", "thinking": "", "signature": ""}, {"type": "text", "text": ""})
-_PING = {"type": "ping"}
-_STOP = {"type": "message_stop"}
 #: ``event: NAME\ndata: `` prefixes, keyed by the payload's ``type`` (the event name equals it).
 _HEADS: dict[str, bytes] = {
     name: b"event: " + name.encode() + b"\ndata: "
@@ -195,7 +193,7 @@ class MessagesEncoder:
         out.append({"type": "content_block_start", "index": self._index, "content_block": dict(_EMPTY_BLOCK[kind])})
         if not self._pinged:
             self._pinged = True
-            out.append(_PING)
+            out.append({"type": "ping"})
 
     def _stop(self, out: list[dict[str, Any]]) -> None:
         i = self._index
@@ -255,11 +253,10 @@ class MessagesEncoder:
                             "content_block": {"type": "tool_use", "id": ev.id, "name": ev.name, "input": {}}})
                 if not self._pinged:
                     self._pinged = True
-                    out.append(_PING)
-            elif t is ToolCallEnd:
-                if self._kind == _TOOL and self._tool_blocks.get(ev.index) == self._index:
-                    self._stop(out)
-                    self._flush_held(out)
+                    out.append({"type": "ping"})
+            elif t is ToolCallEnd and self._kind == _TOOL and self._tool_blocks.get(ev.index) == self._index:
+                self._stop(out)
+                self._flush_held(out)
         return out
 
     def _flush_held(self, out: list[dict[str, Any]]) -> None:
@@ -285,7 +282,7 @@ class MessagesEncoder:
         if finish.notes:
             delta["recipe"] = {"notes": list(finish.notes)}
         out.append(delta)
-        out.append(_STOP)
+        out.append({"type": "message_stop"})
         return out
 
     # ------------------------------------------------------------------ whole response
@@ -356,4 +353,3 @@ class MessagesEncoder:
 
     def done(self) -> None:
         """Messages streams end at EOF: no terminator frame."""
-        return None
