@@ -27,8 +27,7 @@ try:
 except ImportError:  # pragma: no cover
     dr = None
 
-WORDS = ("the model considers each option carefully, weighing 3 trade-offs; then it writes "
-         "code: def f(x): return x * 2 # 中文 测试 ünïcödé and a few more words to vary the text").split()
+WORDS = ["the", "model", "considers", "each", "option", "carefully,", "weighing", "3", "trade-offs;", "then", "it", "writes", "code:", "def", "f(x):", "return", "x", "*", "2", "#", "中文", "测试", "ünïcödé", "and", "a", "few", "more", "words", "to", "vary", "the", "text"]
 
 
 def _text_tokens(tok, n: int, seed: int) -> list[int]:

@@ -22,7 +22,7 @@ class MarkerMatcher:
         markers: non-empty marker strings (duplicates and empty strings are ignored).
     """
 
-    __slots__ = ("markers", "_firsts", "_single", "_maxlen")
+    __slots__ = ("_firsts", "_maxlen", "_single", "markers")
 
     def __init__(self, markers: Iterable[str]) -> None:
         ms = tuple(dict.fromkeys(m for m in markers if m))
@@ -81,7 +81,7 @@ class StopMatcher:
             first is reported.
     """
 
-    __slots__ = ("stops", "held", "_maxlen", "_firsts")
+    __slots__ = ("_firsts", "_maxlen", "held", "stops")
 
     def __init__(self, stops: Iterable[str]) -> None:
         self.stops = tuple(s for s in stops if s)
@@ -154,7 +154,7 @@ class JsonObjectFilter:
     the value and was dropped).
     """
 
-    __slots__ = ("_phase", "_held", "_fence_at", "_depth", "_in_str", "_esc", "_after", "notes", "_seen")
+    __slots__ = ("_after", "_depth", "_esc", "_fence_at", "_held", "_in_str", "_phase", "_seen", "notes")
 
     def __init__(self) -> None:
         self._phase = _LEAD

@@ -15,8 +15,8 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from output_support import decoded_pieces, opts, split_ids, tok
+
 from recipe.encodings.deepseek_v4 import output as out_mod
 from recipe.encodings.deepseek_v4.output import OutputParser, make_tool_call_id
 
@@ -57,6 +57,9 @@ PIECES = [
     '<｜DSML｜invoke name="f">\n', '<｜DSML｜invoke name="undeclared">\n', "</｜DSML｜invoke>\n",
     '<｜DSML｜invoke name="g" extra="1">\n', "</｜DSML｜parameter>", "junk ", "<｜DSML｜", "</think>",
     "<｜end▁of▁sentence｜>", "\u3000",
+    # corrupted spellings: recovery holds text back, so the shortcuts must leave that state alone
+    "<｜｜DSML｜｜ calls>\n", '<｜｜DSML｜｜ invoke name="f">\n', "</｜｜DSML｜｜ invoke>\n", "</｜｜DSML｜｜ calls>",
+    '< | DSML | parameter name="a" string="true">v</ | DSML | parameter>\n', "<|", "<｜DSML｜function_calls>\n",
 ]
 
 

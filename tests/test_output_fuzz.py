@@ -9,8 +9,18 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from output_support import (
+    chat_options,
+    decoded_pieces,
+    opts,
+    rows,
+    run_ids,
+    run_text,
+    split_ids,
+    summary,
+    tok,
+)
 
-from output_support import chat_options, decoded_pieces, opts, rows, run_ids, run_text, split_ids, summary, tok
 from recipe.conversation import ParsingOptions
 
 OPTION_SETS = [
@@ -28,6 +38,10 @@ FRAGMENTS = [
     "</｜DSML｜invoke>\n", "<｜DSML｜parameter name=\"a\" string=\"true\">", "<｜DSML｜parameter name=\"b\" string=\"false\">",
     "</｜DSML｜parameter>\n", "</think>", "<think>", "<｜DSML｜", "</｜DSML｜", "<｜DSML｜tool_calls", "<｜｜DSML｜｜ invoke name=\"f\">",
     "\n", "\n\n", " ", "<", ">", "\"", "{\"k\": [1, 2]}", "2", "\\", "<｜User｜>", "｜DSML｜", "é", "🤖", "\t",
+    # corrupted spellings (recovery candidates)
+    "<｜｜DSML｜｜ calls>\n", "</｜｜DSML｜｜ calls>", "</｜｜DSML｜｜ invoke>\n", "<｜DSML｜ invoke name=\"g\">\n",
+    "<｜｜DSML｜｜ parameter name=\"a\" string=\"true\">", "</｜｜DSML｜｜ parameter>\n", "< | DSML | invoke name=\"f\">",
+    "</ | DSML | invoke>", "<|", "< |", "<｜DSML｜function_calls>\n", "<｜DSML｜tool_calls\n",
 ]
 
 
@@ -117,9 +131,12 @@ def test_truncation_at_every_point_keeps_json_valid(finish):
 RAW = rows("raw_outputs.jsonl")
 
 
-def _words(raw: str) -> list[str]:
-    """Non-markup words of a raw output (exact-format DSML tags removed)."""
+def _words(raw: str, recovered: bool) -> list[str]:
+    """Non-markup words of a raw output (DSML tags removed: exact ones, and corrupted ones when recovered)."""
     stripped = re.sub(r'</?｜DSML｜(?:tool_calls|invoke|parameter)(?: [a-z]+="[^"]*")*>', " ", raw)
+    if recovered:
+        stripped = re.sub(r'< ?/? ?(?:[｜|] ?){1,2}DSML ?(?:[｜|] ?){1,2}(?:tool_calls|function_calls|calls|invoke|'
+                          r'parameter)(?: [a-z]+="[^"]*")* ?>?', " ", stripped)
     return [w for w in stripped.split() if w]
 
 
@@ -143,34 +160,49 @@ def test_raw_outputs_properties(row, thinking):
     hay = r.content + r.reasoning_content + " ".join(
         c.name + " " + " ".join(str(v) if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
                                 for v in json.loads(c.arguments).values()) for c in r.tool_calls)
-    for w in _words(raw):
+    for w in _words(raw, "recovered_dsml" in r.notes):
         assert w.strip('"') in hay, w
     if thinking:  # DSML inside reasoning stays reasoning, byte for byte (minus leading newlines)
         assert not r.tool_calls and r.reasoning_content == raw.lstrip("\n")
 
 
 RAW_EXPECT = {
-    "sglang-35736-tool_choice-none-leak": ("", [("Bash", {"command": "pwd"})]),
-    "command-code-909-v41-doubled-bars": (None, []),  # corrupted spelling: content byte for byte
-    "pi-3712-partial-opener-in-text": (None, []),
+    # id: (content, calls as (name, arguments) or names, recovered from a corrupted spelling?)
+    "sglang-35736-tool_choice-none-leak": ("", [("Bash", {"command": "pwd"})], False),
+    "command-code-909-v41-doubled-bars": (
+        "I'll run a grilling session. First, let me read the skill and gather the facts.",
+        [("read", {"path": "/Users/xiaodi/.agents/skills/grill-me/SKILL.md"})], True),
+    "opencode-24566-unclosed-opener-bad-json": ("", ["question"], True),  # opener missing ">": markup
+    "pi-3712-partial-opener-in-text": (None, [], False),  # a lone opener: content byte for byte
     "nigel-agent-three-parallel-invokes": (
         "The room's fully intact — and I can see exactly where the thread stands.\n\n"
         "Let me close the loop first this time — reschedule before anything else:",
-        ["schedule_wakeup", "chatroom_post", "record_observation"]),
+        ["schedule_wakeup", "chatroom_post", "record_observation"], False),
+    "ds4-167-dsml-inside-thinking": ("", [("bash", {"command": "sed -n '7,9p' main.go"})], False),
+    "vllm-test-v4-rejects-v32-function_calls-block": ("", [("search", {"query": "vllm"})], True),
 }
 
 
+def test_every_raw_output_has_an_expectation():
+    assert sorted(RAW_EXPECT) == sorted(r["id"] for r in RAW)
+
+
 @pytest.mark.parametrize("rid", sorted(RAW_EXPECT))
-def test_raw_outputs_expected(rid):
+@pytest.mark.parametrize("how", ["one", "all", "text"])
+def test_raw_outputs_expected(rid, how):
     (row,) = [r for r in RAW if r["id"] == rid]
     o = chat_options(row["request"])
-    r = run_ids(o, [tok().encode_with_special_tokens(row["raw_output"])])
-    content, calls = RAW_EXPECT[rid]
+    ids = tok().encode_with_special_tokens(row["raw_output"])
+    r = run_text(o, decoded_pieces(ids)) if how == "text" else run_ids(o, split_ids(ids, how))
+    content, calls, recovered = RAW_EXPECT[rid]
     assert r.content == (row["raw_output"] if content is None else content)
     if calls and isinstance(calls[0], tuple):
         assert [(c.name, json.loads(c.arguments)) for c in r.tool_calls] == calls
     else:
         assert [c.name for c in r.tool_calls] == calls
+    assert ("recovered_dsml" in r.notes) == recovered
+    if calls:
+        assert r.finish_reason == "tool_calls"
 
 
 def test_raw_invalid_json_in_string_false_becomes_string():
@@ -180,4 +212,77 @@ def test_raw_invalid_json_in_string_false_becomes_string():
     args = json.loads(call.arguments)
     assert call.name == "question" and isinstance(args["questions"], str) and args["questions"].startswith("[{")
     assert "invalid_json_argument" in r.notes
-    assert r.content == "<｜DSML｜tool_calls"  # the opener missing its ">" stays text
+    assert r.content == ""  # the opener missing its ">" is recovered as markup
+
+
+# ---------------------------------------------------------------- corrupted spellings, structured
+
+_SPELLINGS = [("<｜DSML｜", "</｜DSML｜", ""), ("<｜｜DSML｜｜", "</｜｜DSML｜｜", " "), ("<｜DSML｜", "</｜DSML｜", " "),
+              ("< | DSML | ", "</ | DSML | ", ""), ("<|DSML|", "</|DSML|", "")]
+
+
+def _corrupted_output(rnd: random.Random) -> tuple[str, list[str]]:
+    """Prose and tool blocks whose tags use random (mixed) spellings; sentinel words everywhere."""
+    words: list[str] = []
+
+    def word() -> str:
+        w = _sentinel(len(words) + 100 * rnd.randint(0, 99))
+        words.append(w)
+        return w
+
+    def tag(kind: str, closing: bool = False, attrs: str = "") -> str:
+        o, c, sp = rnd.choice(_SPELLINGS)
+        return f"{c if closing else o}{sp}{kind}{attrs}>"
+
+    parts = []
+    for _ in range(rnd.randint(1, 4)):
+        parts.append(f"{word()} text.\n\n")
+        block = [tag(rnd.choice(["tool_calls", "calls", "function_calls"])) + "\n"]
+        if rnd.random() < 0.2:
+            block[0] = block[0][:-2] + "\n"  # opener missing its ">"
+        for _ in range(rnd.randint(1, 3)):
+            name = rnd.choice(["f", "g", "undeclared"])
+            inv = [tag("invoke", attrs=f' name="{name}"') + "\n"]
+            for k in range(rnd.randint(0, 3)):
+                is_str = rnd.random() < 0.6
+                pick = rnd.choice(["1", "[1, 2]", ""])
+                val = f"{word()} \"q\" \\ x" if is_str else pick or word()
+                inv.append(tag("parameter", attrs=f' name="p{k}" string="{"true" if is_str else "false"}"') + val
+                           + tag("parameter", True) + "\n")
+            if rnd.random() < 0.15:
+                inv.append(f"{word()}\n")  # text between tags: not structurally complete
+            if rnd.random() > 0.1:
+                inv.append(tag("invoke", True) + "\n")
+            block += inv
+        if rnd.random() < 0.7:
+            block.append(tag(rnd.choice(["tool_calls", "calls"]), True))
+        parts.append("".join(block))
+    text = "".join(parts)
+    if rnd.random() < 0.3:
+        text = text[: rnd.randint(0, len(text))]
+        words = [w for w in words if w in text]
+    return text, words
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_corrupted_blocks_invariance_no_lost_text_declared_only(seed):
+    rnd = random.Random(seed)
+    text, words = _corrupted_output(rnd)
+    ids = tok().encode_with_special_tokens(text)
+    o = opts(tools=["f", "g"])
+    results = list(_all_chunkings(o, ids, seed))
+    base = summary(results[0][1])
+    for how, r in results[1:]:
+        assert summary(r)[:4] == base[:4], (how, text)
+    r = results[0][1]
+    hay = _haystack(r)
+    for w in words:
+        assert hay.count(w) == 1, (w, text, r)
+    for c in r.tool_calls:
+        assert isinstance(json.loads(c.arguments), dict)
+    exact = re.compile(r'<｜DSML｜invoke name="undeclared">')
+    if "recovered_dsml" not in r.notes or not exact.search(text):
+        assert all(c.name in ("f", "g") for c in r.tool_calls) or exact.search(text)
+    if r.tool_calls and not any(sp != ("<｜DSML｜", "</｜DSML｜", "") and sp[0] in text for sp in _SPELLINGS):
+        assert "recovered_dsml" not in r.notes  # exact spelling only: nothing is "recovered"

@@ -9,7 +9,6 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from output_support import (
     chat_options,
     decoded_pieces,
@@ -18,9 +17,9 @@ from output_support import (
     run_ids,
     run_text,
     split_ids,
-    summary,
     tok,
 )
+
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.output import OutputParser
 from recipe.streaming import (
@@ -210,8 +209,9 @@ DEVIATIONS = [
      "", [("f", '{"n": "[1, 2"}')], "truncated_tool_call"),
     # malformed invoke (no quotes) stays content; corrupted spellings stay content byte for byte
     (opts(tools=["f"]), '<｜DSML｜invoke name=f>\n</｜DSML｜invoke>', '<｜DSML｜invoke name=f>\n</｜DSML｜invoke>', [], "stray_dsml"),
-    (opts(tools=["read"]), '<｜｜DSML｜｜ invoke name="read">\n</｜｜DSML｜｜ invoke>',
-     '<｜｜DSML｜｜ invoke name="read">\n</｜｜DSML｜｜ invoke>', [], None),
+    # a corrupted spelling of a complete invoke of a declared tool is recovered (peer failure 9)
+    (opts(tools=["read"]), '<｜｜DSML｜｜ invoke name="read">\n</｜｜DSML｜｜ invoke>', "", [("read", "{}")],
+     "recovered_dsml"),
     # DSML inside reasoning stays reasoning
     (opts(True, tools=["f"]), "R<｜DSML｜tool_calls></think>A", "A", [], None),
 ]
@@ -502,3 +502,110 @@ def test_json_object_mode_reasoning_untouched_and_streams():
     assert r.reasoning_content == 'I will answer {"r": 1}.'
     assert r.content == '{"a": [1, 2], "b": "x"}'
     assert sum(isinstance(e, TextDelta) for e in events) > 3  # streamed as it came, not held to the end
+
+
+# ---------------------------------------------------------------- corrupted DSML recovery (peer failure 9)
+
+
+def _cblock(*invokes: str, bars=("｜｜", "｜｜"), name=" calls", closer=True) -> str:
+    b1, b2 = bars
+    return (f"<{b1}DSML{b2}{name}>\n" + "".join(invokes) + (f"</{b1}DSML{b2}{name}>" if closer else ""))
+
+
+def _cinvoke(tool: str, *params: tuple[str, str, bool], bars=("｜｜", "｜｜"), sp=" ") -> str:
+    b1, b2 = bars
+    body = "".join(f'<{b1}DSML{b2}{sp}parameter name="{k}" string="{"true" if s else "false"}">{v}'
+                   f"</{b1}DSML{b2}{sp}parameter>\n" for k, v, s in params)
+    return f'<{b1}DSML{b2}{sp}invoke name="{tool}">\n{body}</{b1}DSML{b2}{sp}invoke>\n'
+
+
+RECOVERY = [
+    # (text, content, calls, recovered?)
+    ("Reading it.\n\n" + _cblock(_cinvoke("read", ("path", "C:\\a b\\x.md", True))), "Reading it.",
+     [("read", {"path": "C:\\a b\\x.md"})], True),
+    # V4.1 spelling: single bars, leading-space tag names
+    (_cblock(_cinvoke("read", ("n", "3", False), bars=("｜", "｜")), bars=("｜", "｜")), "", [("read", {"n": 3})], True),
+    # spaced ASCII bars
+    (('< | DSML | invoke name="run">\n< | DSML | parameter name="cmd" string="true">echo "hi" && ls'
+      "</ | DSML | parameter>\n</ | DSML | invoke>"), "", [("run", {"cmd": 'echo "hi" && ls'})], True),
+    # V3.2 block name around exact invokes
+    ("<｜DSML｜function_calls>\n" + invoke("read", ("path", "x", True)) + "</｜DSML｜function_calls>", "",
+     [("read", {"path": "x"})], True),
+    # opener missing its ">"
+    ("<｜DSML｜tool_calls\n" + invoke("read", ("path", "y", True)) + "</｜DSML｜tool_calls>", "",
+     [("read", {"path": "y"})], True),
+    # parallel calls, text after the block is kept
+    (_cblock(_cinvoke("read", ("path", "a", True)), _cinvoke("run", ("cmd", "ls", True))) + "\n\nDone.", "Done.",
+     [("read", {"path": "a"}), ("run", {"cmd": "ls"})], True),
+    # exact block opener around V4.1-spelled invokes
+    ("<｜DSML｜tool_calls>\n" + _cinvoke("read", ("path", "z", True), bars=("｜", "｜")) + "</｜DSML｜tool_calls>", "",
+     [("read", {"path": "z"})], True),
+    # second invoke names an undeclared tool: it stays content, byte for byte
+    (_cblock(_cinvoke("read", ("path", "a", True)), _cinvoke("nope"), closer=False), _cinvoke("nope"),
+     [("read", {"path": "a"})], True),
+    # undeclared tool, incomplete invoke, text between tags, DSML inside a value: no recovery, text kept
+    (_cblock(_cinvoke("nope", ("a", "1", False))), None, [], False),
+    ('<｜｜DSML｜｜ invoke name="read">\n<｜｜DSML｜｜ parameter name="p" string="true">x', None, [], False),
+    ('<｜｜DSML｜｜ invoke name="read">\nsome words\n</｜｜DSML｜｜ invoke>', None, [], False),
+    (('<｜｜DSML｜｜ invoke name="read">\n<｜｜DSML｜｜ parameter name="p" string="true">a <｜｜DSML｜｜ b'
+      "</｜｜DSML｜｜ parameter>\n</｜｜DSML｜｜ invoke>"), None, [], False),
+    ("Use <|endoftext|> and a < | b or <｜｜ here.", None, [], False),
+    ("<｜DSML｜tool_calls", None, [], False),
+    ("<｜｜DSML｜｜ calls>\n", None, [], False),
+]
+
+
+@pytest.mark.parametrize("case", RECOVERY, ids=[repr(c[0])[:40] for c in RECOVERY])
+@pytest.mark.parametrize("how", ["one", "all", 3, "text"])
+def test_corrupted_dsml_recovery(case, how):
+    text, content, calls, recovered = case
+    o = opts(tools=["read", "run"])
+    ids = ids_of(text)
+    r = run_text(o, decoded_pieces(ids)) if how == "text" else run_ids(o, split_ids(ids, how))
+    assert r.content == (text if content is None else content)
+    assert [(c.name, json.loads(c.arguments)) for c in r.tool_calls] == calls
+    assert ("recovered_dsml" in r.notes) == recovered
+    for c in r.tool_calls:
+        assert c.name in ("read", "run")
+
+
+def test_recovery_only_with_declared_tools_and_never_in_reasoning():
+    text = _cblock(_cinvoke("read", ("path", "a", True)))
+    assert parse(ParsingOptions(parse_tool_calls=True), text).content == text  # no names declared
+    assert parse(opts(), text).content == text  # no tools at all
+    r = parse(opts(True, tools=["read"]), "R " + text + "</think>A")
+    assert (r.reasoning_content, r.content, r.tool_calls) == ("R " + text, "A", ())
+
+
+def test_recovery_hold_back_is_bounded():
+    """Text that only looks like a corrupted opener is released as soon as it cannot be one, or after
+    MAX_HOLD characters; it is never held to the end of a long output."""
+    from recipe.encodings.deepseek_v4.output_recovery import MAX_HOLD
+
+    p = OutputParser(opts(tools=["read"]), tok())
+    early = p.push_text("a <|b", 1) + p.push_text("cd and more", 1)
+    assert accumulate(early).content == "a <|bcd and more"
+    p = OutputParser(opts(tools=["read"]), tok())
+    head = '<｜｜DSML｜｜ invoke name="read">\n<｜｜DSML｜｜ parameter name="p" string="true">'
+    events = p.push_text(head, 1)
+    assert events == []  # held: it may become a call
+    word = "lorem ipsum "
+    for _ in range(MAX_HOLD // len(word) + 2):
+        events += p.push_text(word, 1)
+    streamed = accumulate(events).content
+    assert streamed.startswith(head) and len(streamed) > MAX_HOLD  # released before the end
+    r = accumulate(events + p.finish())
+    assert r.content == head + word * (MAX_HOLD // len(word) + 2) and not r.tool_calls
+
+
+def test_recovered_call_streams_after_the_invoke_closes():
+    text = "Ok.\n\n" + _cblock(_cinvoke("read", ("path", "a", True)), _cinvoke("run", ("cmd", "ls", True)))
+    ids = ids_of(text)
+    p = OutputParser(opts(tools=["read", "run"]), tok(), tool_call_id=2)
+    seen = []
+    for k, i in enumerate(ids):
+        for ev in p.push([i]):
+            seen.append((k, ev))
+    ends = [k for k, ev in seen if isinstance(ev, ToolCallEnd)]
+    assert len(ends) == 2 and ends[0] < ends[1] < len(ids) - 1  # each call as soon as its invoke closed
+    assert [type(ev) for _, ev in seen[:1]] == [TextDelta]

@@ -37,13 +37,24 @@ measures both against deepseek-recipe.
    dropped) instead of swallowing the tag as value text.
 3. No text is dropped: text after a tool block, text between invokes, inline ``<｜DSML｜``
    mentions, malformed tags and DSML inside reasoning stay content (or reasoning). Only
-   whitespace between tags and the exact-format markup itself are removed.
+   whitespace between tags, the exact-format markup and the markup of recovered calls (7) are
+   removed.
 4. Reasoning-token counts are exact counts of the ids that start before ``</think>``.
 5. EOS / configured stop-token ids end the output (the parity target prints EOS as text).
 6. Stop sequences are matched on the content as the client sees it (after newline trimming
    and ``</think>`` removal).
-7. Only the exact DSML spelling is parsed; corrupted spellings (doubled or spaced bars, V4.1
-   tag names, a tag missing its ``>``) stay content byte for byte (no recovery).
+7. Corrupted spellings are recovered, cautiously (peer failure 9; :mod:`.output_recovery`):
+   doubled bars (``<｜｜DSML｜｜ …>``), ASCII or spaced bars (``< | DSML | …>``), V4.1 names with a
+   leading space (``<｜DSML｜ calls>``, `` invoke``, `` parameter``), the V3.2 block name
+   ``function_calls``, a block opener missing its ``>``. A call is accepted only when its invoke
+   is structurally complete (opener, parameters with explicit closers, invoke closer, only
+   whitespace between tags) and names a declared tool (``ParsingOptions.tool_names``); it is
+   emitted whole when its invoke closes, with the note ``recovered_dsml``. Everything else
+   stays content byte for byte; reasoning is never recovered, and without declared tool names
+   there is no recovery. Streaming stays bounded: text from a candidate opener is held only
+   while it can still be one (released as soon as its head is not a DSML tag, when an invoke or
+   block closer shows the structure is broken, or after ``MAX_HOLD`` = 32768 characters). The
+   parity target drops such text or returns it raw.
 8. An incomplete UTF-8 sequence at the end becomes U+FFFD instead of vanishing.
 9. ``parse_json_output`` (JSON-object mode) gives the same content for every chunking (the parity
    target replaces the text around the JSON by a chunking-dependent number of spaces). Rule
@@ -70,6 +81,15 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.constants import EOS, THINK_END
+from recipe.encodings.deepseek_v4.output_recovery import (
+    MAX_HOLD,
+    TRIGGER_SPAN,
+    RecoveryGrammar,
+    block_closer,
+    has_trigger,
+    head_state,
+    params_json,
+)
 from recipe.parsing import JsonObjectFilter, MarkerMatcher, StopMatcher
 from recipe.streaming import (
     Finish,
@@ -96,7 +116,11 @@ _PARAM_RE = re.compile(r'<｜DSML｜parameter name="([^"<>\n]+)" string="(true|f
 _TAG_MAX = 512
 
 # states
-_REASONING, _CONTENT, _BLOCK, _INVOKE, _VALUE, _DONE = range(6)
+_REASONING, _CONTENT, _BLOCK, _INVOKE, _VALUE, _RECOVER, _DONE = range(7)
+#: a handler's return value asking the driver to continue on ``_resume`` from index 0.
+_SWITCH = -1
+#: content markers that may start a corrupted DSML tag (recovery on): doubled / spaced / ASCII bars.
+_SOFT_OPENERS = ("<｜｜", "<｜ ", "<|", "< |", "< ｜")
 # tag kinds
 _T_OPEN_BLOCK, _T_CLOSE_BLOCK, _T_INVOKE, _T_CLOSE_INVOKE, _T_PARAM, _T_CLOSE_PARAM, _T_OTHER = range(7)
 _FIXED_TAGS = {
@@ -161,7 +185,7 @@ class _IdStream:
     ``rng`` in blocks of 32 ids, so the i-th id depends only on the seed, never on chunking.
     """
 
-    __slots__ = ("_rng", "_pool")
+    __slots__ = ("_pool", "_rng")
 
     def __init__(self, rng: random.Random) -> None:
         self._rng = rng
@@ -228,6 +252,7 @@ def _classify(tag: str) -> tuple[int, str, bool]:
 _WS = "[ \t\r\n]*"
 _NAME = '[^"<>\n]{1,256}'
 _BULK: dict[tuple[str, ...], tuple[re.Pattern[str], re.Pattern[str]]] = {}
+_HEAD_PEEK = 64
 #: shortest remaining text worth a bulk match attempt (a minimal invoke is longer).
 _BULK_MIN = 40
 #: a JSON number or literal (the common string="false" values), skipping json.loads.
@@ -304,12 +329,23 @@ class OutputParser:
         eos_text = [s for s in (tokenizer.special_name(t) for t in self._eos) if s] or [EOS]
         self._eos_text = frozenset(eos_text)
         self._m_reason = MarkerMatcher([THINK_END, *eos_text])
-        self._m_content = MarkerMatcher([THINK_END, *eos_text, *((_OPEN,) if options.parse_tool_calls else ())])
+        self._declared = frozenset(options.tool_names)
+        # corrupted-spelling recovery: only when tools are declared (only declared tools are accepted)
+        self._rec = RecoveryGrammar(eos_text) if options.parse_tool_calls and self._declared else None
+        self._m_content = MarkerMatcher([
+            THINK_END, *eos_text, *((_OPEN,) if options.parse_tool_calls else ()),
+            *(_SOFT_OPENERS if self._rec is not None else ())])
         self._m_dsml = MarkerMatcher([_OPEN, _CLOSE, *eos_text])
         self._stops = StopMatcher(options.stop_sequences) if options.stop_sequences else None
         self._json = JsonObjectFilter() if options.parse_json_output else None
         self._plain = self._stops is None and self._json is None  # content goes out unchanged
-        self._declared = frozenset(options.tool_names)
+        self._rbuf: list[str] = []  # recovery: held text from the candidate on (joined lazily)
+        self._rlen = 0
+        self._rtail = ""  # last characters seen, to find an "invoke>" split across pushes
+        self._rmore = False  # recovery phase: False = first invoke, True = after a recovered invoke
+        self._rhead = False  # the held text's head was recognised (only the trigger is awaited)
+        self._rec_skip = False  # the next candidate was just rejected: treat it as text
+        self._resume = ""
 
         stage = options.thinking_stage
         self._state = _START_STATE.get(stage, _CONTENT)
@@ -352,6 +388,7 @@ class OutputParser:
             self._do_block,
             self._do_invoke,
             self._do_value,
+            self._do_recover,
         )
 
     # ------------------------------------------------------------------ public API
@@ -414,13 +451,11 @@ class OutputParser:
                             if self._end is not None:
                                 self._close(self._end[0])
                             return out
-                        if st == _DONE:
-                            return []
-                        if text.isspace():  # between tags in a block / an invoke: held, dropped at the next tag
+                        if st < _RECOVER and text.isspace():  # between tags in a block / an invoke: held, dropped at the next tag
                             self._completion += 1
                             self._ws += text
                             return []
-                    elif (text == "<" or text == "</") and _BLOCK <= st < _DONE:
+                    elif (text == "<" or text == "</") and _BLOCK <= st <= _VALUE:
                         # the start of a DSML tag (or of an EOS spelling): held, as the scan would
                         self._hold = text
                         self._hold_tag = False
@@ -432,11 +467,11 @@ class OutputParser:
                             self._hold += text
                             self._completion += 1
                             return []
-                    elif _BLOCK <= st < _DONE:
+                    elif _BLOCK <= st <= _VALUE:
                         out = self._tag_token(text)
                         if out is not None:
                             return out
-                elif text == "｜DSML｜" and _BLOCK <= st < _DONE and (self._hold == "<" or self._hold == "</"):
+                elif text == "｜DSML｜" and _BLOCK <= st <= _VALUE and (self._hold == "<" or self._hold == "</"):
                     self._hold += text  # now exactly an opener / closer prefix waiting for its ">"
                     self._hold_tag = True
                     self._completion += 1
@@ -685,10 +720,16 @@ class OutputParser:
             s = text
             base = self._pos
         self._pos += len(text)
+        self._drive(s, base)
+
+    def _drive(self, s: str, base: int = 0) -> None:
+        """Run the state handlers over ``s`` until it is consumed (or held, or the output ended)."""
         i: int | None = 0
         handlers = self._handlers
         while i is not None and self._state != _DONE and self._end is None:
             i = handlers[self._state](s, i, base)
+            if i == _SWITCH:
+                s, i, self._resume = self._resume, 0, ""
 
     def _held(self, s: str, j: int, base: int, tag: bool = False) -> None:
         if j < len(s):
@@ -764,6 +805,11 @@ class OutputParser:
                 if k == -1:
                     self._held(s, j, base, True)
                     return None
+                kind, name, _ = _classify(s[j:k]) if k >= 0 else (_T_OTHER, "", False)
+                if kind != _T_OPEN_BLOCK and kind != _T_INVOKE and self._rec is not None:
+                    if not self._rec_skip:
+                        return self._rec_start(j)
+                    self._rec_skip = False
                 if k == -2:
                     self._note("stray_dsml")
                     self._emit_content(_OPEN)
@@ -771,7 +817,6 @@ class OutputParser:
                         return None
                     i = j + len(_OPEN)
                     continue
-                kind, name, _ = _classify(s[j:k])
                 if kind == _T_OPEN_BLOCK:
                     self._enter_block()
                     return k
@@ -785,8 +830,171 @@ class OutputParser:
                     return None
                 i = k
                 continue
-            self._end = ("stop", None)  # EOS spelling
+            if m in self._eos_text:
+                self._end = ("stop", None)  # EOS spelling
+                return None
+            # a soft opener: maybe a corrupted DSML tag
+            if not self._rec_skip:
+                return self._rec_start(j)
+            self._rec_skip = False
+            self._emit_content(m)
+            if self._end is not None:
+                return None
+            i = j + len(m)
+
+    # corrupted-spelling recovery ------------------------------------------------
+
+    def _rec_start(self, j: int) -> int:
+        """Enter recovery at a candidate (index ``j`` of the current text): hold it from there."""
+        self._state = _RECOVER
+        self._rbuf = []
+        self._rlen = 0
+        self._rtail = ""
+        self._rmore = False
+        self._rhead = False
+        return j
+
+    def _do_recover(self, s: str, i: int, base: int) -> int | None:
+        """Hold text while a corrupted call may be forming; decide as soon as it is certain.
+
+        Decisions happen when the held head stops looking like a DSML tag, when the end of an
+        invoke or block closer arrives (an invoke may be complete, or can no longer be), or at
+        :data:`MAX_HOLD` characters.
+        """
+        new = s[i:] if i else s
+        if not new:
             return None
+        self._rbuf.append(new)
+        self._rlen += len(new)
+        if not self._rhead:
+            held = "".join(self._rbuf)
+            self._rbuf = [held]
+            if self._rmore:
+                return self._rec_more(held, final=False)
+            hs = head_state(held)
+            if hs < 0:
+                return self._rec_reject(held)
+            if hs == 0:
+                return None
+            self._rhead = True
+        window = self._rtail + new
+        self._rtail = window[-TRIGGER_SPAN:]
+        if self._rlen > MAX_HOLD:
+            return self._rec_reject("".join(self._rbuf))
+        if not has_trigger(window):
+            return None
+        held = "".join(self._rbuf)
+        self._rbuf = [held]
+        return self._rec_more(held, final=False) if self._rmore else self._rec_first(held)
+
+    def _rec_first(self, held: str) -> int:
+        m = self._rec.first.match(held)
+        if m is None or m.group(1) not in self._declared:
+            return self._rec_reject(held)
+        # the text before the call ends like content before a tool block
+        self._c_nl = ""
+        self._after_block = False
+        if self._stops is not None:
+            tail = self._stops.flush()
+            if tail:
+                self._text_out(tail)
+                self._c_lead = False
+        self._rec_call(held, m)
+        return self._rec_continue(held[m.end():])
+
+    def _rec_more(self, held: str, final: bool) -> int | None:
+        """After a recovered invoke: another invoke, the block closer, or the end of the block."""
+        body = held.lstrip()
+        if not body:
+            if final:
+                return None  # blanks after the last call are dropped, as after a block
+            self._rhead = False
+            return None
+        closing = head_state(body, "close")
+        opening = head_state(body, "invoke")
+        if closing == 1:
+            k = block_closer(self._rec, held)
+            if k >= 0:
+                self._state = _CONTENT
+                self._after_block = True
+                self._resume = held[k:]
+                return _SWITCH
+            if final or ">" in body[:_HEAD_PEEK] or len(body) > _HEAD_PEEK:
+                return self._rec_exit(held, skip=True)
+            return None
+        if opening == 1:
+            self._rhead = True
+            m = self._rec.next.match(held)
+            if m is not None and m.group(1) in self._declared:
+                self._rec_call(held, m)
+                return self._rec_continue(held[m.end():])
+            if final or (m is None and has_trigger(held)) or m is not None:
+                return self._rec_exit(held, skip=True)
+            return None
+        if not final and (closing == 0 or opening == 0):
+            return None
+        return self._rec_exit(held, skip=False)
+
+    def _rec_continue(self, rest: str) -> int:
+        """A call was recovered: keep watching the text after it (phase "more")."""
+        self._state = _RECOVER
+        self._rmore = True
+        self._rhead = False
+        self._rbuf = []
+        self._rlen = 0
+        self._rtail = ""
+        self._resume = rest
+        return _SWITCH
+
+    def _rec_call(self, held: str, m: re.Match[str]) -> None:
+        args, invalid = params_json(self._rec, held, m.start(2), m.end(2), _is_json)
+        if invalid:
+            self._note("invalid_json_argument")
+        self._note("recovered_dsml")
+        idx = self._ncalls
+        self._ncalls = idx + 1
+        out = self._out
+        out.append(ToolCallStart(idx, self._new_id(idx), m.group(1)))
+        out.append(ToolCallArgumentsDelta(idx, args))
+        out.append(ToolCallEnd(idx, args))
+
+    def _rec_reject(self, held: str) -> int:
+        """Not a recoverable call: the held text is content, read again with this candidate as text."""
+        self._state = _CONTENT
+        self._rbuf = []
+        self._rec_skip = True
+        self._resume = held
+        return _SWITCH
+
+    def _rec_exit(self, held: str, skip: bool) -> int:
+        """The recovered block is over: the rest is content (blanks kept only before text)."""
+        self._state = _CONTENT
+        self._rbuf = []
+        self._after_block = True
+        self._rec_skip = skip
+        self._resume = held
+        return _SWITCH
+
+    def _rec_finish(self) -> None:
+        """End of output while recovering: decide with what is held, then read the rest."""
+        while self._state == _RECOVER and self._end is None:
+            held = "".join(self._rbuf)
+            if self._rmore:
+                r = self._rec_more(held, final=True)
+                if r is None:
+                    self._state = _CONTENT
+                    self._rbuf = []
+                    return
+            else:
+                m = self._rec.first.match(held) if self._rhead else None
+                if m is not None and m.group(1) in self._declared:
+                    self._rec_first(held)
+                else:
+                    self._rec_reject(held)
+            text, self._resume = self._resume, ""
+            self._drive(text)
+        if self._state == _RECOVER:
+            self._state = _CONTENT
 
     def _emit_content(self, piece: str) -> None:
         if self._after_block:
@@ -891,13 +1099,22 @@ class OutputParser:
             if k == -1:
                 self._held(s, j, base, True)
                 return None
+            kind, name, is_str = _classify(s[j:k]) if k >= 0 else (_T_OTHER, "", False)
+            if kind == _T_OTHER and self._state == _BLOCK and self._rec is not None:
+                # not an exact tag between invokes: the block is over; content reads the tag
+                # again, where a corrupted spelling may still be recovered
+                self._note("stray_dsml")
+                self._note("text_in_tool_block")
+                self._c_nl = self._ws
+                self._ws = ""
+                self._leave_block()
+                return (j, -1, "", False, j)
             if k == -2:
                 self._text_in_state(m)
                 if self._end is not None or self._state == _CONTENT:
                     return (j + len(m), -1, "", False, j + len(m))
                 i = j + len(m)
                 continue
-            kind, name, is_str = _classify(s[j:k])
             if kind == _T_OTHER:  # not a structural tag: plain text of the current state
                 if self._state != _VALUE:
                     self._note("stray_dsml")
@@ -1154,6 +1371,8 @@ class OutputParser:
         )
 
     def _flush_held(self) -> None:
+        if self._state == _RECOVER:
+            self._rec_finish()
         hold, self._hold = self._hold, ""
         st = self._state
         if hold:
