@@ -241,7 +241,7 @@ class CompletionStream:
         self._opened = False
         self._finish: Finish | None = None
         self._done_sent = False
-        self._want_lp = bool(getattr(prep.request, "logprobs", False))
+        self._want_lp = prep.conversation.sampling.logprobs  # Chat logprobs, Responses top_logprobs
         self._pending: list[TokenLogprob] = []
         self._lp_content: list[TokenLogprob] = []
         self._lp_reasoning: list[TokenLogprob] = []
