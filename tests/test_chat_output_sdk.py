@@ -10,15 +10,12 @@ completion it reads, for every recorded scenario, with and without the usage opt
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from sdk_server import by_scenario, serve
 
 from chat_output_support import chat_rows
-from recipe.completion import CompletionStream, response
-from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
 
 openai = pytest.importorskip("openai")
@@ -43,49 +40,10 @@ def _lps(ids: list[int]) -> list[tuple[float, list[tuple[int, float]]]]:
     return [(-0.01 * (k + 1), [(i, -0.01 * (k + 1))]) for k, i in enumerate(ids)]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    timeout = 10
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        ids, fin = _output(self.headers["x-scenario"])
-        prep = prepare(body)
-        lps = _lps(ids) if body.get("logprobs") else None
-        if body.get("stream"):
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.end_headers()
-            cs = CompletionStream(prep, **KW)
-            self.wfile.write(cs.sse(cs.start()))
-            for k, i in enumerate(ids):
-                if cs.finished:
-                    break
-                self.wfile.write(cs.sse(cs.push([i], None if lps is None else lps[k:k + 1])))
-            self.wfile.write(cs.sse(cs.finish(fin)))
-        else:
-            data = json.dumps(response(prep, ids, finish=fin, logprobs=lps, **KW)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def client():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    try:
-        yield openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="x", max_retries=0, timeout=20)
-    finally:
-        server.shutdown()
-        server.server_close()
-        t.join(5)
+    with serve(by_scenario(_output, logprobs=_lps), **KW) as server:
+        yield openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=20)
 
 
 def _view(obj: Any) -> dict:

@@ -11,16 +11,12 @@ refusal, stop_sequence, degraded output.
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from sdk_server import by_scenario, serve
 
 from messages_output_support import TOOLS, body, ids_of, messages_rows
-from recipe.completion import CompletionStream, response
-from recipe.pipeline import prepare
 
 anthropic = pytest.importorskip("anthropic")
 from anthropic.lib.streaming._messages import accumulate_event  # noqa: E402
@@ -47,49 +43,10 @@ def _output(scenario: str) -> tuple[list[int], str]:
     return ids_of(text), fin
 
 
-class _Handler(BaseHTTPRequestHandler):
-    timeout = 10
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
-        assert self.path == "/v1/messages", self.path
-        req = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        ids, fin = _output(self.headers["x-scenario"])
-        prep = prepare(req, "messages")
-        if req.get("stream"):
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.end_headers()
-            cs = CompletionStream(prep, **KW)
-            self.wfile.write(cs.sse(cs.start()))
-            for i in ids:
-                if cs.finished:
-                    break
-                self.wfile.write(cs.sse(cs.push([i])))
-            self.wfile.write(cs.sse(cs.finish(fin)))
-        else:
-            data = json.dumps(response(prep, ids, finish=fin, **KW)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def client():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    try:
-        yield anthropic.Anthropic(base_url=f"http://127.0.0.1:{server.server_port}", api_key="x", max_retries=0, timeout=20)
-    finally:
-        server.shutdown()
-        server.server_close()
-        t.join(5)
+    with serve(by_scenario(_output), **KW) as server:
+        yield anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0, timeout=20)
 
 
 def _view(obj: Any) -> dict:

@@ -13,14 +13,13 @@ both without error: ``responses.create(stream=True)`` yields typed events whose 
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from sdk_server import by_scenario, serve
 from responses_output_support import responses_rows
 
-from recipe.completion import CompletionStream, response
+from recipe.completion import response
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
 
@@ -64,48 +63,10 @@ def _request(scenario: str) -> dict[str, Any]:
     return {"model": "deepseek-v4-pro", "input": "Weather in Paris?", **EXTRA[scenario][0]}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    timeout = 10
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        ids, fin = _output(self.headers["x-scenario"])
-        prep = prepare(body)
-        if body.get("stream"):
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.end_headers()
-            cs = CompletionStream(prep, **KW)
-            self.wfile.write(cs.sse(cs.start()))
-            for i in ids:
-                if cs.finished:
-                    break
-                self.wfile.write(cs.sse(cs.push([i])))
-            self.wfile.write(cs.sse(cs.finish(fin)))
-        else:
-            data = json.dumps(response(prep, ids, finish=fin, **KW)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def client():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    try:
-        yield openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_port}/v1", api_key="x", max_retries=0, timeout=20)
-    finally:
-        server.shutdown()
-        server.server_close()
-        t.join(5)
+    with serve(by_scenario(_output), **KW) as server:
+        yield openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=20)
 
 
 def _view(obj: Any) -> dict:
