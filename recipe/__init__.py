@@ -14,7 +14,10 @@ The small public surface::
 from recipe.api.errors import error_body
 from recipe.completion import CompletionStream, response
 from recipe.conversation import Conversation
-from recipe.encodings.deepseek_v4.reference import encode_messages, encode_messages_to_ids
+from recipe.encodings.deepseek_v4.reference import (
+    encode_messages,
+    encode_messages_to_ids,
+)
 from recipe.errors import RequestError
 from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.pipeline import PreparedRequest, prepare

@@ -11,11 +11,10 @@ import sys
 from importlib import resources
 from typing import Any
 
-import orjson
 
 from recipe.api.errors import error_body
 from recipe.errors import RequestError
-from recipe.jsonfmt import loads_request
+from recipe.jsonfmt import dumps_wire, loads_request
 from recipe.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
 __all__ = ["main", "build_parser"]
@@ -55,7 +54,7 @@ def _tokenizer(path: str | None) -> Tokenizer:
 
 
 def _dump(obj: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.buffer.write(dumps_wire(obj, indent=True) + b"\n")
     sys.stdout.flush()
 
 
@@ -150,7 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _load_prompt_ids(path: str) -> tuple[str, list[int], list[tuple[int, int, int]]]:
     """Request file -> (model, prompt token ids, message boundaries) for the cache commands."""
     from recipe.pipeline import prepare
-
     from recipe.prompt import message_token_spans
 
     raw = _read_input(path, None)

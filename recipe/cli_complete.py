@@ -60,10 +60,10 @@ def _nonneg(text: str) -> int:
 
 def _cmd_complete(ns: argparse.Namespace) -> int:
     from recipe.api.errors import error_body
-    from recipe.cli import _Failure, _Usage, _tokenizer
+    from recipe.cli import _Failure, _tokenizer, _Usage
     from recipe.completion import ENCODERS, CompletionStream, response
     from recipe.errors import RequestError
-    from recipe.jsonfmt import loads_request
+    from recipe.jsonfmt import dumps_wire, loads_request
     from recipe.pipeline import detect_api, prepare
 
     tok = _tokenizer(getattr(ns, "tokenizer", None))
@@ -85,7 +85,7 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
             api = detect_api(body)
         prep = prepare(body, api, tokenizer=tok)
     except RequestError as err:
-        sys.stdout.buffer.write(orjson.dumps(error_body(api if api != "auto" else "chat", err)) + b"\n")
+        sys.stdout.buffer.write(dumps_wire(error_body(api if api != "auto" else "chat", err)) + b"\n")
         sys.stdout.flush()
         print(f"recipe: request rejected ({err.stage}): {err}", file=sys.stderr)
         return 1
@@ -115,7 +115,7 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
                 out.write(data)
         out.write(cs.sse(cs.finish(ns.finish)))
     else:
-        out.write(orjson.dumps(response(prep, ids, finish=ns.finish, **kw), option=orjson.OPT_INDENT_2) + b"\n")
+        out.write(dumps_wire(response(prep, ids, finish=ns.finish, **kw), indent=True) + b"\n")
     out.flush()
     return 0
 

@@ -37,6 +37,8 @@ __all__ = [
     "dumps_prompt",
     "dumps_compact",
     "format_float",
+    "dumps_wire",
+    "copy_json",
 ]
 
 _I64_MIN = -(2**63)
@@ -313,3 +315,40 @@ def dumps_prompt(value: Any) -> str:
             return _py_dumps(value, ", ", ": ")
         return _LAYOUT_RE.sub("", _COMMA_LAYOUT_RE.sub(", ", out))
     return _py_dumps(value, ", ", ": ")
+
+
+# ---------------------------------------------------------------------------------------------
+# Wire output (responses, SSE events, stored items)
+# ---------------------------------------------------------------------------------------------
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps_wire(value: Any, *, indent: bool = False) -> bytes:
+    """Compact UTF-8 JSON bytes for API output (orjson; non-finite floats print as ``null``).
+
+    Integers beyond 64 bits (which orjson refuses) are printed exactly by a slower fallback, so a
+    client's big number in a schema or tool argument never breaks a response.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)
+    except TypeError:
+        return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":") if not indent else None, indent=2 if indent else None).encode()
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (fast orjson round trip; exact fallback for big integers)."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (TypeError, orjson.JSONDecodeError):
+        import copy
+
+        return copy.deepcopy(value)

@@ -12,10 +12,10 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from recipe.api.chat import chat_to_conversation, parse_chat_request
+from recipe.api.common import check_model, output_constraint, parsing_options
 from recipe.api.messages import messages_to_conversation, parse_messages_request
 from recipe.api.responses import responses_to_conversation
 from recipe.api.responses_wire import parse_responses_request
-from recipe.api.common import check_model, output_constraint, parsing_options
 from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
 from recipe.encodings.deepseek_v4.render import render as render_v4
 from recipe.errors import RequestError

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from recipe.jsonfmt import dumps_wire
+
 from recipe.errors import RequestError
 
 __all__ = [
@@ -121,8 +123,8 @@ class SQLiteStore:
             record.previous_response_id,
             record.model,
             record.created_at,
-            orjson.dumps(list(record.input_items)),
-            orjson.dumps(list(record.output_items)),
+            dumps_wire(list(record.input_items)),
+            dumps_wire(list(record.output_items)),
         )
         with self._lock:
             self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Union
 
-import orjson
+
+from recipe.jsonfmt import dumps_wire
 
 __all__ = [
     "ReasoningDelta",
@@ -212,7 +213,7 @@ def sse_event(data: object, event: str | None = None) -> bytes:
     elif isinstance(data, str):
         body = data.encode()
     else:
-        body = orjson.dumps(data)
+        body = dumps_wire(data)
     head = b"event: " + event.encode() + b"\n" if event else b""
     if b"\n" in body:
         body = body.replace(b"\r\n", b"\n").replace(b"\n", b"\ndata: ")

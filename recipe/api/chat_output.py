@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import orjson
+
+from recipe.jsonfmt import dumps_wire
 
 from recipe.streaming import (
     Finish,
@@ -221,7 +222,7 @@ class ChatEncoder:
 
     def frame(self, payload: dict[str, Any]) -> bytes:
         """``data: {json}\\n\\n`` (no ``event:`` line; compact orjson never contains a newline)."""
-        return b"data: " + orjson.dumps(payload) + b"\n\n"
+        return b"data: " + dumps_wire(payload) + b"\n\n"
 
     def done(self) -> bytes:
         """``data: [DONE]\\n\\n``."""

@@ -31,8 +31,8 @@ from recipe.structured import (
     json_schema_constraint,
     normalize_strict_response_schema,
     normalize_strict_schema,
-    validate_response_schema,
     tools_constraint_json,
+    validate_response_schema,
     validate_tool_parameters,
 )
 

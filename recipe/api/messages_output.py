@@ -24,7 +24,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import orjson
+
+from recipe.jsonfmt import dumps_wire
 
 from recipe.cache_keys import PromptUsage
 from recipe.streaming import (
@@ -349,7 +350,7 @@ class MessagesEncoder:
         head = _HEADS.get(t)
         if head is None:
             head = b"event: " + str(t).encode() + b"\ndata: "
-        return head + orjson.dumps(payload) + b"\n\n"
+        return head + dumps_wire(payload) + b"\n\n"
 
     def done(self) -> None:
         """Messages streams end at EOF: no terminator frame."""

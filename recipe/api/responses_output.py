@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
+from recipe.jsonfmt import copy_json, dumps_wire
+
 from recipe.api.apply_patch import APPLY_PATCH_NAME
 from recipe.api.chat_output import _lp  # the same log-probability entry shape as Chat
 from recipe.api.responses import namespace_tool_map
@@ -262,7 +264,7 @@ class ResponsesEncoder:
         self._custom = frozenset(
             APPLY_PATCH_NAME for t in req.tools or () if isinstance(t, CustomTool) and t.name == APPLY_PATCH_NAME
         )
-        self._echo = orjson.dumps(response_echo(req))
+        self._echo = dumps_wire(response_echo(req))
         self._items: list[_Item] = []
         self._cur: _Item | None = None
         self._t0 = time.monotonic()
@@ -486,7 +488,7 @@ class ResponsesEncoder:
             self._feed(held, None, out)
         if self._cur is not None:
             self._close_item(self._cur, status, "final_answer", out)
-        output = [orjson.loads(orjson.dumps(it.shape_done)) for it in self._items]
+        output = [copy_json(it.shape_done) for it in self._items]
         completed_at = self._meta.created + int(time.monotonic() - self._t0)
         resp = self._response(status, output, self._usage(finish.completion_tokens, finish.reasoning_tokens), completed_at, reason)
         if finish.notes:
@@ -514,7 +516,7 @@ class ResponsesEncoder:
         when this encoder was driven with the same output (what :func:`recipe.response` does), else
         built by replaying ``parsed`` (reasoning, answer, calls) through a fresh encoder."""
         if self._final is not None and self._matches(parsed):
-            return orjson.loads(orjson.dumps(self._final))
+            return copy_json(self._final)
         enc = ResponsesEncoder(self._prep, self._meta)
         events: list[OutputEvent] = []
         if parsed.reasoning_content:
@@ -538,7 +540,7 @@ class ResponsesEncoder:
 
     def frame(self, payload: dict[str, Any]) -> bytes:
         """``event: <type>\\ndata: <json>\\n\\n`` (compact orjson never contains a newline)."""
-        return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+        return b"event: " + payload["type"].encode() + b"\ndata: " + dumps_wire(payload) + b"\n\n"
 
     def done(self) -> None:
         """None: a Responses stream ends after ``response.completed`` / ``response.incomplete``."""

@@ -6,7 +6,10 @@
 - ``output.OutputParser``: completion token ids -> output events.
 """
 
-from recipe.encodings.deepseek_v4.reference import encode_messages, encode_messages_to_ids
+from recipe.encodings.deepseek_v4.reference import (
+    encode_messages,
+    encode_messages_to_ids,
+)
 from recipe.encodings.deepseek_v4.render import render as render_conversation
 
 __all__ = ["render_conversation", "encode_messages", "encode_messages_to_ids"]

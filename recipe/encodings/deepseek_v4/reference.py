@@ -48,7 +48,11 @@ from recipe.encodings.deepseek_v4.constants import (
     THINK_START,
     USER,
 )
-from recipe.encodings.deepseek_v4.render import EFFORT_TEXTS, TOOLS_TEMPLATE, template_segments
+from recipe.encodings.deepseek_v4.render import (
+    EFFORT_TEXTS,
+    TOOLS_TEMPLATE,
+    template_segments,
+)
 from recipe.prompt import Prompt, Segment, Special, Text, encode_prompt
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
