@@ -183,14 +183,17 @@ def main() -> None:
                 their_rate = len(ids) / _median([a + b for a, b in theirs])
                 line += f" {their_rate / 1e3:6.0f}k [{min(trates) / 1e3:4.0f}-{max(trates) / 1e3:4.0f}k] {our_rate / their_rate:6.2f}"
             print(line)
-    print("\nper-token cost, one id per push (outputs scaled; flat = linear):")
+    print("\nper-token cost, one id per push, ours (outputs scaled; flat = linear):")
     for n in (1_000, 10_000, 100_000):
         think = think_ids(tok, reasoning=n * 3 // 4, answer=n - n * 3 // 4)
         calls = tool_ids(tok, n)
         reps = max(3, args.reps if n <= 10_000 else 3)
+        blank = tok.encode_ordinary("x") + tok.encode_ordinary("\n") * (n - 1)  # a degenerate newline run
         t1 = _median([sum(run_ours(tok, think_opts, think, True)) for _ in range(reps)])
         t2 = _median([sum(run_ours(tok, tool_opts, calls, True)) for _ in range(reps)])
-        print(f"  {n:>7} tokens: think {t1 / len(think) * 1e6:5.2f} µs/token, tools {t2 / len(calls) * 1e6:5.2f} µs/token")
+        t3 = _median([sum(run_ours(tok, tool_opts, blank, True)) for _ in range(reps)])
+        print(f"  {n:>7} tokens: think {t1 / len(think) * 1e6:5.2f} µs/token, tools {t2 / len(calls) * 1e6:5.2f} "
+              f"µs/token, newline run {t3 / len(blank) * 1e6:5.2f} µs/token")
 
 
 if __name__ == "__main__":

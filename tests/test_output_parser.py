@@ -550,6 +550,7 @@ RECOVERY = [
     (('<｜｜DSML｜｜ invoke name="read">\n<｜｜DSML｜｜ parameter name="p" string="true">a <｜｜DSML｜｜ b'
       "</｜｜DSML｜｜ parameter>\n</｜｜DSML｜｜ invoke>"), None, [], False),
     ("Use <|endoftext|> and a < | b or <｜｜ here.", None, [], False),
+    ("closers only </｜｜DSML｜｜ invoke>\n</｜｜DSML｜｜ calls> stay text", None, [], False),
     ("<｜DSML｜tool_calls", None, [], False),
     ("<｜｜DSML｜｜ calls>\n", None, [], False),
 ]
@@ -567,6 +568,15 @@ def test_corrupted_dsml_recovery(case, how):
     assert ("recovered_dsml" in r.notes) == recovered
     for c in r.tool_calls:
         assert c.name in ("read", "run")
+
+
+@pytest.mark.parametrize("how", ["one", "all"])
+def test_recovery_when_the_prompt_opened_the_block(how):
+    """Required / named tool choice: the output starts inside the block, in a corrupted spelling."""
+    text = _cinvoke("read", ("p", "x", True)) + "</｜｜DSML｜｜ calls>"
+    r = run_ids(opts(tools=["read"], required=True), split_ids(ids_of(text), how))
+    assert (r.content, [(c.name, c.arguments) for c in r.tool_calls]) == ("", [("read", '{"p": "x"}')])
+    assert "recovered_dsml" in r.notes and r.finish_reason == "tool_calls"
 
 
 def test_recovery_only_with_declared_tools_and_never_in_reasoning():

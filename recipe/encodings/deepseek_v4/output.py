@@ -340,6 +340,7 @@ class OutputParser:
         self._json = JsonObjectFilter() if options.parse_json_output else None
         self._plain = self._stops is None and self._json is None  # content goes out unchanged
         self._rbuf: list[str] = []  # recovery: held text from the candidate on (joined lazily)
+        self._rws = ""  # recovery: blanks after a recovered call, before anything else
         self._rlen = 0
         self._rtail = ""  # last characters seen, to find an "invoke>" split across pushes
         self._rmore = False  # recovery phase: False = first invoke, True = after a recovered invoke
@@ -355,6 +356,10 @@ class OutputParser:
         self._c_lead = stage != "content_continuation"  # drop leading newlines of content
         self._r_nl = ""  # held trailing newlines of reasoning
         self._c_nl = ""  # held trailing newlines (or after-block whitespace) of content
+        # blank-only pieces arriving while a run is held: queued, so a long run of newline
+        # tokens costs O(1) each instead of re-copying (and re-scanning) the whole run
+        self._r_q: list[str] = []
+        self._c_q: list[str] = []
         self._after_block = False
         self._hold = ""  # raw text held (possible marker / unfinished tag)
         self._hold_tag = False  # the hold is a DSML tag opening waiting for its ">"
@@ -431,7 +436,8 @@ class OutputParser:
                             self._completion += 1
                             pos0 = self._pos
                             self._pos = pos0 + len(text)
-                            if text[-1] != "\n" and not self._r_nl and not self._r_lead and not self._rpend:
+                            if (text[-1] != "\n" and not self._r_nl and not self._r_q and not self._r_lead
+                                    and not self._rpend):
                                 self._rcount += 1  # mid-reasoning text: delivered as is
                                 return [ReasoningDelta(text)]
                             out = self._out = []
@@ -443,8 +449,8 @@ class OutputParser:
                             return out
                         if st == _CONTENT:
                             self._completion += 1
-                            if (text[-1] != "\n" and self._plain and not self._c_nl and not self._c_lead
-                                    and not self._after_block):
+                            if (text[-1] != "\n" and self._plain and not self._c_nl and not self._c_q
+                                    and not self._c_lead and not self._after_block):
                                 return [TextDelta(text)]  # mid-content text: delivered as is
                             out = self._out = []
                             self._emit_content(text)
@@ -762,6 +768,7 @@ class OutputParser:
         self._r_limit = base + j
         if m == THINK_END:
             self._r_nl = ""
+            self._r_q.clear()
             self._state = _CONTENT
             self._c_lead = True
             return j + len(m)
@@ -774,6 +781,12 @@ class OutputParser:
             if not piece:
                 return
             self._r_lead = False
+        if piece[-1] == "\n" and not piece.strip("\n"):
+            self._r_q.append(piece)  # newlines only: held with the run
+            return
+        if self._r_q:
+            self._r_nl += "".join(self._r_q)
+            self._r_q.clear()
         if self._r_nl:
             piece = self._r_nl + piece
             self._r_nl = ""
@@ -848,6 +861,7 @@ class OutputParser:
         """Enter recovery at a candidate (index ``j`` of the current text): hold it from there."""
         self._state = _RECOVER
         self._rbuf = []
+        self._rws = ""
         self._rlen = 0
         self._rtail = ""
         self._rmore = False
@@ -864,10 +878,16 @@ class OutputParser:
         new = s[i:] if i else s
         if not new:
             return None
-        self._rbuf.append(new)
         self._rlen += len(new)
+        if self._rmore and not self._rbuf and new.isspace():
+            self._rws += new  # only blanks since the last call (kept apart: no re-joining)
+            return None
+        self._rbuf.append(new)
         if not self._rhead:
             held = "".join(self._rbuf)
+            if self._rws:
+                held = self._rws + held
+                self._rws = ""
             self._rbuf = [held]
             if self._rmore:
                 return self._rec_more(held, final=False)
@@ -880,7 +900,8 @@ class OutputParser:
         window = self._rtail + new
         self._rtail = window[-TRIGGER_SPAN:]
         if self._rlen > MAX_HOLD:
-            return self._rec_reject("".join(self._rbuf))
+            held = "".join(self._rbuf)
+            return self._rec_exit(held, skip=True) if self._rmore else self._rec_reject(held)
         if not has_trigger(window):
             return None
         held = "".join(self._rbuf)
@@ -893,6 +914,7 @@ class OutputParser:
             return self._rec_reject(held)
         # the text before the call ends like content before a tool block
         self._c_nl = ""
+        self._c_q.clear()
         self._after_block = False
         if self._stops is not None:
             tail = self._stops.flush()
@@ -909,6 +931,8 @@ class OutputParser:
             if final:
                 return None  # blanks after the last call are dropped, as after a block
             self._rhead = False
+            self._rws = held
+            self._rbuf = []
             return None
         closing = head_state(body, "close")
         opening = head_state(body, "invoke")
@@ -941,6 +965,7 @@ class OutputParser:
         self._rmore = True
         self._rhead = False
         self._rbuf = []
+        self._rws = ""
         self._rlen = 0
         self._rtail = ""
         self._resume = rest
@@ -978,7 +1003,8 @@ class OutputParser:
     def _rec_finish(self) -> None:
         """End of output while recovering: decide with what is held, then read the rest."""
         while self._state == _RECOVER and self._end is None:
-            held = "".join(self._rbuf)
+            held = self._rws + "".join(self._rbuf)
+            self._rws = ""
             if self._rmore:
                 r = self._rec_more(held, final=True)
                 if r is None:
@@ -999,9 +1025,15 @@ class OutputParser:
     def _emit_content(self, piece: str) -> None:
         if self._after_block:
             if not piece.strip():
-                self._c_nl += piece
+                self._c_q.append(piece)
                 return
             self._after_block = False
+        elif not self._c_lead and piece[-1] == "\n" and not piece.strip("\n"):
+            self._c_q.append(piece)  # newlines only: held with the run
+            return
+        if self._c_q:
+            self._c_nl += "".join(self._c_q)
+            self._c_q.clear()
         if self._c_nl:
             piece = self._c_nl + piece
             self._c_nl = ""
@@ -1041,6 +1073,7 @@ class OutputParser:
 
     def _enter_block(self) -> None:
         self._c_nl = ""
+        self._c_q.clear()
         self._after_block = False
         if self._stops is not None:
             held = self._stops.flush()
@@ -1081,6 +1114,7 @@ class OutputParser:
                         p = j - len(body)
                         self._note("text_in_tool_block")
                         self._c_nl = self._ws + s[i:p]
+                        self._c_q.clear()
                         self._ws = ""
                         self._leave_block()
                         return (p, -1, "", False, p)
@@ -1106,6 +1140,7 @@ class OutputParser:
                 self._note("stray_dsml")
                 self._note("text_in_tool_block")
                 self._c_nl = self._ws
+                self._c_q.clear()
                 self._ws = ""
                 self._leave_block()
                 return (j, -1, "", False, j)
@@ -1140,6 +1175,7 @@ class OutputParser:
         ws = text[len(body):]
         if st == _BLOCK:  # text between invokes: the block is over, back to content
             self._c_nl = self._ws
+            self._c_q.clear()
             self._ws = ""
             self._leave_block()
             self._emit_content(body)
@@ -1385,13 +1421,16 @@ class OutputParser:
         if self._end is not None and self._end[1] is not None:
             return  # flushing completed a stop sequence
         if self._state == _REASONING:
-            if self._r_nl:
-                self._out.append(ReasoningDelta(self._r_nl))
+            if self._r_nl or self._r_q:
+                self._out.append(ReasoningDelta(self._r_nl + "".join(self._r_q)))
                 self._r_nl = ""
+                self._r_q.clear()
             if self._opts.thinking_stage is not None:
                 self._note("unclosed_reasoning")
-        if self._c_nl and not self._after_block:
-            nl, self._c_nl = self._c_nl, ""
+        if (self._c_nl or self._c_q) and not self._after_block:
+            nl = self._c_nl + "".join(self._c_q)
+            self._c_nl = ""
+            self._c_q.clear()
             self._deliver(nl)
             if self._end is not None and self._end[1] is not None:
                 return
