@@ -23,6 +23,7 @@ from recipe.encodings.deepseek_v4.output import OutputParser, make_tool_call_id
 
 def _general(p: OutputParser) -> OutputParser:
     """Switch every shortcut off: only the general scan remains."""
+    p._fast_ok = False  # keeps the one-token table empty, also after partial UTF-8
     p._fast_texts = {}
     p._re_run = None
     return p

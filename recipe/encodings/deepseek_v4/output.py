@@ -140,6 +140,7 @@ _START_STATE = {
 
 
 _TEXT_CACHES: dict[int, tuple[object, dict[int, str]]] = {}
+_NO_TEXTS: dict[int, str] = {}  # never written: the one-token shortcuts are off
 
 
 def _text_cache(tokenizer: Tokenizer) -> dict[int, str]:
@@ -215,9 +216,14 @@ def _reject_constant(name: str) -> None:
     raise ValueError(name)
 
 
+#: one strict decoder (json.loads with options would build a new one per call)
+_JSON_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode
+
+
 def _is_json(raw: str) -> bool:
+    """True when ``raw`` is one JSON value (surrounding JSON blanks allowed; NaN / Infinity refused)."""
     try:
-        json.loads(raw, parse_constant=_reject_constant)
+        _JSON_DECODE(raw)
     except (ValueError, RecursionError):
         return False
     return True
@@ -364,7 +370,7 @@ class OutputParser:
         self._hold = ""  # raw text held (possible marker / unfinished tag)
         self._hold_tag = False  # the hold is a DSML tag opening waiting for its ">"
         self._fast_ok = all(m[0] == "<" for m in self._m_dsml.markers + self._m_content.markers)
-        self._fast_texts = self._texts if self._fast_ok else {}
+        self._fast_texts = self._texts if self._fast_ok else _NO_TEXTS
         self._re_run, self._re_lex = _bulk_patterns(tuple(sorted(self._eos_text))) if self._fast_ok else (None, None)
         self._hold_pos = 0
         self._pos = 0  # chars decoded so far
@@ -414,7 +420,7 @@ class OutputParser:
             # Fast paths for one whole-text token (``_pos`` is only read while reasoning, so
             # the non-reasoning paths below do not maintain it).
             text = self._fast_texts.get(token_ids[0])
-            if text is not None and not self._dec.buffer:
+            if text is not None:  # (empty table while the decoder holds part of a character)
                 st = self._state
                 if not self._hold:
                     if "<" not in text:
@@ -518,6 +524,7 @@ class OutputParser:
             if ids:
                 dstate = self._dec.getstate()
                 text = self._dec.decode(self._decode_bytes(list(ids)))
+                self._sync_fast()
                 if self._state == _REASONING:
                     pos0 = self._pos
                     if text:
@@ -662,6 +669,7 @@ class OutputParser:
         """Bytes of an unfinished code point at the end of the ids become U+FFFD (deviation 8)."""
         if self._dec.buffer:
             tail = self._dec.decode(b"", final=True)
+            self._sync_fast()
             if tail and self._end is None:
                 self._feed(tail)
 
@@ -675,7 +683,15 @@ class OutputParser:
             else:
                 self._texts[tid] = text
                 return text
-        return self._dec.decode(b)
+        text = self._dec.decode(b)
+        self._sync_fast()
+        return text
+
+    def _sync_fast(self) -> None:
+        """One-token shortcuts read ``_fast_texts``: the id -> text table, or an empty one while
+        they are off (a marker spelling not starting with ``<``) or the decoder holds a partial
+        UTF-8 sequence (a token's text then depends on the bytes before it)."""
+        self._fast_texts = self._texts if self._fast_ok and not self._dec.buffer else _NO_TEXTS
 
     # ------------------------------------------------------------------ counting
 
