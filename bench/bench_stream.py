@@ -6,9 +6,12 @@ Run: ``python bench/bench_stream.py [--reps N]``. Same token ids for both; two o
 * ``tools``: non-thinking, tools declared, ~20k tokens of rounds of prose + a DSML block of 2-4
   parallel calls (string and non-string parameters, Windows paths, shell quoting, code);
 
-each fed one id per push and all at once. Prints medians (push, finish, tokens/s) and the ratio
-ours/theirs (> 1 means faster), then our per-token cost at 1k, 10k and 100k tokens (flat = linear).
-deepseek-recipe (the anchor) is optional: without it only our numbers are printed.
+each fed one id per push and all at once (ours and the anchor alternate, so load changes hit
+both). Prints medians (push, finish, tokens/s) with [min-max] ranges, the ratio ours/theirs of
+the medians and of the fastest runs (> 1 means faster), then our per-token cost at 1k, 10k and
+100k tokens for both outputs and a degenerate newline run (flat = linear). Pin it
+(``taskset -c 0``) on a shared machine. deepseek-recipe (the anchor) is optional: without it
+only our numbers are printed.
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ def _anchor_request(thinking: bool, tools: bool) -> str:
 
 
 def run_anchor(ctx, ids, per_token: bool) -> tuple[float, float]:
-    req, conv, tok = ctx
+    _req, conv, tok = ctx
     gen = dr.ChatCompletionRequest.chunk_generator(conv, "chatcmpl-bench", "m")
     sp = dr.StreamProcessor(gen, conv.parsing_options, tok)
     tokens = dr.InferenceChunk.tokens
@@ -160,8 +163,10 @@ def main() -> None:
     if dr:
         ropts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
     print(f"{len(cases['tools'][0])} ids in 'tools', {len(cases['think20k'][0])} in 'think20k'; medians of {args.reps}, "
-          "ours and anchor runs interleaved; [min-max] over the reps")
-    print(f"{'case':10} {'mode':7} {'ours push':>10} {'finish':>9} {'ours tok/s':>20} {'anchor tok/s':>20} {'ratio':>6}")
+          "ours and anchor runs interleaved; [min-max] over the reps; ratio = ours/anchor of the medians, "
+          "best = of the fastest runs")
+    print(f"{'case':10} {'mode':7} {'ours push':>10} {'finish':>9} {'ours tok/s':>20} {'anchor tok/s':>20} {'ratio':>6} "
+          f"{'best':>5}")
     for name, (ids, opts, (thinking, tools)) in cases.items():
         for per_token in (True, False):
             ours, theirs = [], []
@@ -181,7 +186,8 @@ def main() -> None:
             if theirs:
                 trates = [len(ids) / (a + b) for a, b in theirs]
                 their_rate = len(ids) / _median([a + b for a, b in theirs])
-                line += f" {their_rate / 1e3:6.0f}k [{min(trates) / 1e3:4.0f}-{max(trates) / 1e3:4.0f}k] {our_rate / their_rate:6.2f}"
+                line += (f" {their_rate / 1e3:6.0f}k [{min(trates) / 1e3:4.0f}-{max(trates) / 1e3:4.0f}k] "
+                         f"{our_rate / their_rate:6.2f} {max(rates) / max(trates):5.2f}")
             print(line)
     print("\nper-token cost, one id per push, ours (outputs scaled; flat = linear):")
     for n in (1_000, 10_000, 100_000):
