@@ -29,11 +29,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from recipe.encodings.deepseek_v4.output import OutputParser
+from recipe.jsonfmt import parse_json_value
 from recipe.pipeline import PreparedRequest
 from recipe.streaming import (
     Finish,
@@ -46,6 +47,7 @@ from recipe.streaming import (
     ToolCallStart,
     accumulate,
 )
+from recipe.structured import validate_instance
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
@@ -203,7 +205,7 @@ class CompletionStream:
     """
 
     __slots__ = ("_prep", "_tok", "_parser", "_enc", "_opened", "_finish", "_done_sent", "_want_lp",
-                 "_pending", "_lp_content", "_lp_reasoning", "_events", "_is_special")
+                 "_pending", "_lp_content", "_lp_reasoning", "_events", "_is_special", "_answer")
 
     def __init__(
         self,
@@ -247,6 +249,8 @@ class CompletionStream:
         self._lp_reasoning: list[TokenLogprob] = []
         self._events: list[OutputEvent] | None = None
         self._is_special = tok.is_special
+        # the answer text, kept only when it must be validated against a json_schema response format
+        self._answer: list[str] | None = [] if prep.parsing.response_schema is not None else None
 
     # ------------------------------------------------------------------ public
 
@@ -286,7 +290,7 @@ class CompletionStream:
                     break
             return out
         events = self._parser.push(token_ids)
-        if events and not self._pending and self._events is None and type(events[-1]) is not Finish:
+        if events and not self._pending and self._events is None and self._answer is None and type(events[-1]) is not Finish:
             out += self._enc.on_events(events)  # fast path: nothing to attribute, not the end
         elif events:
             self._handle(events, None, out)
@@ -343,10 +347,15 @@ class CompletionStream:
 
     def _handle(self, events: list[OutputEvent], entry: TokenLogprob | None, out: list[dict[str, Any]]) -> None:
         """Encode one parser result; attribute pending log probabilities (docs/streaming.md)."""
-        if self._events is not None:
-            self._events.extend(events)
         fin = events[-1] if events and type(events[-1]) is Finish else None
         body = events[:-1] if fin is not None else events
+        if self._answer is not None:
+            self._answer.extend(e.text for e in body if type(e) is TextDelta)
+            if fin is not None:
+                fin = _check_answer(fin, "".join(self._answer), self._prep.parsing.response_schema)
+                events = [*body, fin]
+        if self._events is not None:
+            self._events.extend(events)
         lp: list[TokenLogprob] | None = None
         if entry is not None:
             self._pending.append(entry)
@@ -368,6 +377,26 @@ class CompletionStream:
         if not self._want_lp or not (self._lp_content or self._lp_reasoning):
             return None
         return ChannelLogprobs(tuple(self._lp_content), tuple(self._lp_reasoning))
+
+
+#: At most this many schema errors are listed in the notes of a mismatching answer.
+_MAX_SCHEMA_NOTES = 5
+
+
+def _check_answer(fin: Finish, answer: str, schema: Any) -> Finish:
+    """``fin`` with ``schema_mismatch`` notes when the final answer does not satisfy the json_schema
+    response format (an answer that made tool calls instead is not checked). Never raises."""
+    if fin.tool_calls:
+        return fin
+    try:
+        value = parse_json_value(answer)
+    except ValueError:
+        return replace(fin, notes=(*fin.notes, "schema_mismatch", "schema_error: the answer is not JSON"))
+    errors = validate_instance(value, schema)
+    if not errors:
+        return fin
+    details = tuple(f"schema_error: {e}" for e in errors[:_MAX_SCHEMA_NOTES])
+    return replace(fin, notes=(*fin.notes, "schema_mismatch", *details))
 
 
 def response(

@@ -151,11 +151,15 @@ class OutputConstraint:
     Attributes:
         kind: ``json`` (schema = compact JSON Schema, ``""`` for any JSON value), ``regex``
             (schema = the pattern), ``tool_call`` / ``tool_call_required`` (schema = compact JSON
-            list of the OpenAI-shaped tool definitions).
+            list of the OpenAI-shaped tool definitions); beyond deepseek-recipe:
+            ``tool_call_required_after_reasoning`` (same schema; a tool call must follow the
+            reasoning) and ``tool_call_or_format`` (``{"tools": [...], "format": {"kind", "schema"}}``).
         schema: the constraint text, exactly as deepseek-recipe 0.2.0 prints it.
     """
 
-    kind: Literal["json", "regex", "tool_call", "tool_call_required"]
+    kind: Literal[
+        "json", "regex", "tool_call", "tool_call_required", "tool_call_required_after_reasoning", "tool_call_or_format"
+    ]
     schema: str
 
 
@@ -181,6 +185,8 @@ class ParsingOptions:
         thinking_stage: None when thinking is off; otherwise where the output starts.
         stop_sequences: strings that end the content (applied to content only).
         tool_names: names of the declared tools (used to accept recovered calls only for them).
+        response_schema: the json_schema response format's schema, against which a final answer is
+            validated (a mismatch is reported as a note, never raised); None otherwise.
     """
 
     parse_tool_calls: bool = False
@@ -189,6 +195,7 @@ class ParsingOptions:
     thinking_stage: ThinkingStage | None = None
     stop_sequences: tuple[str, ...] = ()
     tool_names: tuple[str, ...] = ()
+    response_schema: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["Options", "DEFAULT_MODELS", "DEFAULT_OPTIONS"]
+__all__ = ["Options", "DEFAULT_MODELS", "DEFAULT_OPTIONS", "PARITY_OPTIONS"]
 
 #: API model name -> encoding name. Matched exactly and case-sensitively (as deepseek-recipe does).
 DEFAULT_MODELS: Mapping[str, str] = MappingProxyType(
@@ -32,6 +32,23 @@ class Options:
         reasoning_content_behavior: ``fill_empty`` (history assistant turns without reasoning get
             empty reasoning) or ``reject`` (thinking mode requires reasoning after the last user turn).
         context_limit: the model's context window in tokens (for ``resolve_max_tokens``).
+
+    Acceptance of what real clients send where deepseek-recipe 0.2.0 answers 400 (docs/clients.md);
+    each default is the accepting behaviour, ``"reject"`` restores the parity target's error:
+        developer_role: Chat ``developer`` messages — ``user`` (mapped as a Responses developer
+            item is: a user message) or ``reject``.
+        forced_tool_choice_thinking: ``required`` / named tool choice in thinking mode —
+            ``non_thinking`` (render that request without thinking so the prompt can open the
+            tool-call block), ``constrain`` (keep thinking; the output constraint requires a tool
+            call after the reasoning) or ``reject``.
+        format_with_strict_tools: a response format next to strict tools — ``accept`` (render both as
+            deepseek-recipe does with non-strict tools; constraint "tool calls or the format") or ``reject``.
+        mixed_strict_tools: strict and non-strict tools together — ``accept`` (normalise only the
+            strict ones) or ``reject``.
+        redacted_thinking: Messages ``redacted_thinking`` blocks in history — ``accept`` (the turn has
+            empty reasoning) or ``reject``.
+        anthropic_custom_tools: Messages tools with ``"type": "custom"`` — ``accept`` (an ordinary
+            client tool) or ``reject``.
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -40,6 +57,24 @@ class Options:
     non_thinking_max_tokens: int = 393216
     reasoning_content_behavior: Literal["fill_empty", "reject"] = "fill_empty"
     context_limit: int = 1048576
+    developer_role: Literal["user", "reject"] = "user"
+    forced_tool_choice_thinking: Literal["non_thinking", "constrain", "reject"] = "non_thinking"
+    format_with_strict_tools: Literal["accept", "reject"] = "accept"
+    mixed_strict_tools: Literal["accept", "reject"] = "accept"
+    redacted_thinking: Literal["accept", "reject"] = "accept"
+    anthropic_custom_tools: Literal["accept", "reject"] = "accept"
+
+    def parity(self) -> Options:
+        """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included)."""
+        return replace(
+            self,
+            developer_role="reject",
+            forced_tool_choice_thinking="reject",
+            format_with_strict_tools="reject",
+            mixed_strict_tools="reject",
+            redacted_thinking="reject",
+            anthropic_custom_tools="reject",
+        )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:
         """A copy whose model table also maps ``name`` to ``encoding``."""
@@ -47,3 +82,5 @@ class Options:
 
 
 DEFAULT_OPTIONS = Options()
+#: deepseek-recipe 0.2.0's behaviour everywhere (for differential tests and strict deployments).
+PARITY_OPTIONS = DEFAULT_OPTIONS.parity()

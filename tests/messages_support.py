@@ -8,7 +8,7 @@ from recipe.api.common import output_constraint, parsing_options
 from recipe.api.messages import messages_to_conversation, parse_messages_request
 from recipe.encodings.deepseek_v4.render import render
 from recipe.errors import RequestError
-from recipe.options import DEFAULT_OPTIONS, Options
+from recipe.options import PARITY_OPTIONS, Options
 from recipe.prompt import encode_prompt
 from recipe.tokenizer import load_tokenizer
 
@@ -16,7 +16,7 @@ from recipe.tokenizer import load_tokenizer
 ORACLE_KINDS = {"Json": "json", "Regex": "regex", "ToolCall": "tool_call", "ToolCallRequired": "tool_call_required"}
 
 
-def run_messages(body: Any, options: Options = DEFAULT_OPTIONS) -> dict[str, Any]:
+def run_messages(body: Any, options: Options = PARITY_OPTIONS) -> dict[str, Any]:
     """Our side, shaped like ``oracle.convert``: ``{"ok": True, prompt, special_ranges, token_ids,
     conversion, conv}`` or ``{"ok": False, stage, message, error}``."""
     try:

@@ -8,13 +8,14 @@ from hypothesis import given, settings
 
 import oracle
 from recipe.errors import RequestError
+from recipe.options import DEFAULT_OPTIONS, PARITY_OPTIONS
 from recipe.pipeline import prepare
 from strategies import chat_requests
 
 
-def _ours(body):
+def _ours(body, options=PARITY_OPTIONS):
     try:
-        prep = prepare(body, "chat")
+        prep = prepare(body, "chat", options=options)
     except RequestError as err:
         return {"ok": False, "stage": err.stage, "message": err.message}
     conversion = prep.conversion()
@@ -48,3 +49,6 @@ def test_chat_matches_deepseek_recipe(body):
         "schema": theirs["conversion"]["output_constraint"]["schema"],
     }
     assert ours["conversion"] == theirs["conversion"]
+    # The default options accept more (docs/clients.md) but never change what deepseek-recipe accepts.
+    default = _ours(wire, DEFAULT_OPTIONS)
+    assert default == ours

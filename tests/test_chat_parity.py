@@ -6,6 +6,7 @@ import pytest
 
 from fixtures import api_requests
 from recipe.errors import RequestError
+from recipe.options import PARITY_OPTIONS
 from recipe.pipeline import prepare
 
 ROWS = api_requests("chat")
@@ -35,7 +36,7 @@ def test_accepted_row(row):
 @pytest.mark.parametrize("row", [r for r in ROWS if "error" in r], ids=lambda r: r["id"])
 def test_rejected_row(row):
     with pytest.raises(RequestError) as info:
-        prepare(row["request"], "chat")
+        prepare(row["request"], "chat", options=PARITY_OPTIONS)
     err = info.value
     assert err.status == row["error"]["status"] == 400
     assert err.stage == row["error"]["stage"]

@@ -6,6 +6,7 @@ import pytest
 
 import oracle
 from recipe.errors import RequestError
+from recipe.options import PARITY_OPTIONS
 from recipe.pipeline import prepare
 
 U = {"role": "user", "content": "hi json"}
@@ -45,7 +46,7 @@ def test_rule_matches_deepseek_recipe(name):
     body = {"model": "deepseek-v4-pro", **CASES[name]}
     theirs = oracle.convert("chat", body)
     try:
-        prep = prepare(body, "chat")
+        prep = prepare(body, "chat", options=PARITY_OPTIONS)
     except RequestError as err:
         assert not theirs["ok"], err.message
         assert (err.stage, err.message) == (theirs["stage"], theirs["message"])

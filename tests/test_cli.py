@@ -13,7 +13,7 @@ from fixtures import api_requests
 from recipe.cli import main
 
 ROW = next(r for r in api_requests("chat") if "error" not in r and r["id"] == "C12")
-BAD = next(r for r in api_requests("chat") if r["id"] == "C10")
+BAD = next(r for r in api_requests("chat") if r["id"] == "C11")  # named tool choice naming no declared tool
 
 
 def run(argv, capsys, stdin: str | None = None, monkeypatch=None):

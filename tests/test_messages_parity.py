@@ -4,17 +4,23 @@ through deepseek-recipe live (the oracle) — same prompt, ranges, ids, conversi
 from __future__ import annotations
 
 import json
-
-import pytest
+from dataclasses import replace
 
 import oracle
-from fixtures import api_requests
+import pytest
 from messages_support import normalise_oracle, run_messages
+
+from fixtures import api_requests
 from recipe.api.errors import error_body
 from recipe.api.messages import messages_to_conversation, parse_messages_request
-from recipe.conversation import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from recipe.conversation import (
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
 from recipe.errors import RequestError
-from recipe.options import DEFAULT_OPTIONS, Options
+from recipe.options import PARITY_OPTIONS, Options
 
 ROWS = api_requests("messages")
 CONVERSION_KEYS = (
@@ -317,14 +323,14 @@ def test_reject_behaviour_matches_deepseek_recipe(body):
         expected = None
     except oracle.dr.ConversionError as exc:
         expected = str(exc)
-    ours = run_messages(body, Options(reasoning_content_behavior="reject"))
+    ours = run_messages(body, replace(PARITY_OPTIONS, reasoning_content_behavior="reject"))
     assert (None if ours["ok"] else ours["message"]) == expected
 
 
 # --- ids, conversation shape, field paths ---------------------------------------------------------
 
 
-def _conv(body, options: Options = DEFAULT_OPTIONS):
+def _conv(body, options: Options = PARITY_OPTIONS):
     return messages_to_conversation(parse_messages_request(body), options)
 
 
@@ -404,6 +410,6 @@ def test_anthropic_error_body_names_the_field():
 
 
 def test_max_tokens_bound_follows_options():
-    opts = Options(non_thinking_max_tokens=1000)
+    opts = replace(PARITY_OPTIONS, non_thinking_max_tokens=1000)
     assert _conv(B(U("q"), max_tokens=5000), opts).max_tokens == 1000
     assert _conv(B(U("q"), max_tokens=999), opts).max_tokens == 999

@@ -6,6 +6,7 @@ import pytest
 
 from fixtures import jsonl
 from recipe.errors import RequestError
+from recipe.options import PARITY_OPTIONS
 from recipe.pipeline import detect_api, prepare
 
 ROWS = jsonl("api/requests.jsonl")
@@ -16,7 +17,7 @@ AMBIGUOUS = {"M09", "M17", "M18", "M24", "M29", "M30"}  # plain user strings: va
 def test_every_vector_through_prepare(row):
     if "error" in row:
         with pytest.raises(RequestError) as info:
-            prepare(row["request"], row["api"])
+            prepare(row["request"], row["api"], options=PARITY_OPTIONS)
         assert info.value.stage == row["error"]["stage"]
         return
     prep = prepare(row["request"], row["api"])

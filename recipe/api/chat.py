@@ -104,6 +104,13 @@ class AssistantMsg(WireModel):
     prefix: bool = False
 
 
+class DeveloperMsg(WireModel):
+    role: Literal["developer"]
+    content: Content
+
+    _check = field_validator("content", mode="before")(_require_content)
+
+
 class ToolMsg(WireModel):
     role: Literal["tool"]
     tool_call_id: str
@@ -113,7 +120,7 @@ class ToolMsg(WireModel):
 
 
 ChatMessage = Annotated[
-    Union[SystemMsg, UserMsg, AssistantMsg, ToolMsg, LatestReminderMsg], Field(discriminator="role")
+    Union[SystemMsg, UserMsg, AssistantMsg, ToolMsg, LatestReminderMsg, DeveloperMsg], Field(discriminator="role")
 ]
 
 
@@ -267,7 +274,7 @@ def _missing(pending: list[str], answered: set[str], i: int) -> None:
 def _message(i: int, m: Any) -> Message:
     if isinstance(m, SystemMsg):
         return SystemMessage(_join(m.content))
-    if isinstance(m, UserMsg):
+    if isinstance(m, (UserMsg, DeveloperMsg)):  # developer: as deepseek-recipe maps a Responses developer item
         return UserMessage(_join(m.content))
     if isinstance(m, LatestReminderMsg):
         return LatestReminderMessage(_join(m.content))
@@ -303,6 +310,14 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
     """
     common.check_model(req.model, options)
+    if options.developer_role == "reject":
+        for i, m in enumerate(req.messages):
+            if isinstance(m, DeveloperMsg):
+                raise RequestError(
+                    "invalid request body: unknown variant `developer`, expected one of `system`, `user`, `assistant`, `tool`, `latest_reminder`",
+                    param=f"messages[{i}].role",
+                    stage="parse",
+                )
     if not req.messages:
         raise RequestError("Empty input messages", param="messages")
     thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options)
@@ -328,9 +343,11 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     )
     tc = req.tool_choice
     mode, name = ("auto", None) if tc is None else (tc, None) if isinstance(tc, str) else ("required", tc.function.name)
-    tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking)
-    common.check_strict_mixing(tools)
-    common.check_format_with_strict_tools(tools, req.response_format is not None)
+    if not common.thinking_for_tool_choice(mode, tools, thinking, options):
+        thinking, effort = False, None
+    tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking, options=options)
+    common.check_strict_mixing(tools, options)
+    common.check_format_with_strict_tools(tools, req.response_format is not None, options=options)
 
     rf = _response_format(req.response_format)
     common.check_response_format(rf)

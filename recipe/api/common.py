@@ -26,7 +26,8 @@ from recipe.conversation import (
     ToolDefinition,
 )
 from recipe.errors import RequestError
-from recipe.options import Options
+from recipe.jsonfmt import dumps_compact
+from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.structured import (
     json_schema_constraint,
     normalize_strict_response_schema,
@@ -44,6 +45,7 @@ __all__ = [
     "check_strict_mixing",
     "check_format_with_strict_tools",
     "resolve_tool_choice",
+    "thinking_for_tool_choice",
     "check_sampling",
     "check_max_tokens",
     "check_stop",
@@ -164,24 +166,51 @@ def _build_tool(name: str, description: str | None, parameters: Any, strict: boo
     return ToolDefinition(name=name, description=description, parameters=parameters, strict=strict)
 
 
-def check_strict_mixing(tools: Sequence[ToolDefinition]) -> None:
-    """Strict and non-strict tools may not be mixed in one request (Chat and Responses)."""
+def check_strict_mixing(tools: Sequence[ToolDefinition], options: Options = DEFAULT_OPTIONS) -> None:
+    """Strict and non-strict tools mixed in one request (Chat and Responses): deepseek-recipe's 400,
+    or accepted (each tool normalised by its own flag) with ``options.mixed_strict_tools="accept"``."""
+    if options.mixed_strict_tools == "accept":
+        return
     if any(t.strict for t in tools) and not all(t.strict for t in tools):
         raise RequestError("Cannot use strict tool with non-strict tool in the same request", param="tools")
 
 
-def check_format_with_strict_tools(tools: Sequence[ToolDefinition], format_given: bool, field: str = "response_format") -> None:
+def check_format_with_strict_tools(
+    tools: Sequence[ToolDefinition], format_given: bool, field: str = "response_format", options: Options = DEFAULT_OPTIONS
+) -> None:
     """deepseek-recipe rejects any response format (even ``text``) next to strict tools (after
-    tool-choice filtering): ``response_format should not be used with tools``."""
+    tool-choice filtering): ``response_format should not be used with tools``. Accepted with
+    ``options.format_with_strict_tools="accept"`` (the constraint becomes "tool calls or the format")."""
+    if options.format_with_strict_tools == "accept":
+        return
     if format_given and any(t.strict for t in tools):
         raise RequestError("response_format should not be used with tools", param=field)
 
 
-def resolve_tool_choice(mode: str, name: str | None, tools: Sequence[ToolDefinition], thinking: bool, field: str = "tool_choice") -> tuple[ToolChoice, tuple[ToolDefinition, ...]]:
+def thinking_for_tool_choice(mode: str, tools: Sequence[ToolDefinition], thinking: bool, options: Options) -> bool:
+    """Thinking after the forced-tool-choice rule: a ``required`` / named choice with tools in
+    thinking mode is rendered without thinking when ``options.forced_tool_choice_thinking`` is
+    ``non_thinking`` (the default), so the prompt can open the tool-call block."""
+    if thinking and mode == "required" and tools and options.forced_tool_choice_thinking == "non_thinking":
+        return False
+    return thinking
+
+
+def resolve_tool_choice(
+    mode: str,
+    name: str | None,
+    tools: Sequence[ToolDefinition],
+    thinking: bool,
+    field: str = "tool_choice",
+    options: Options = DEFAULT_OPTIONS,
+) -> tuple[ToolChoice, tuple[ToolDefinition, ...]]:
     """(tool choice, tools to render) per the tool_choice table of §1.5.
 
+    ``mode`` is ``auto`` | ``none`` | ``required`` (a named choice is ``required`` with ``name``).
     ``none`` removes every tool; ``required``/named without tools silently become ``auto``; a named
-    choice filters the tools to that one; a forced choice in thinking mode is a 400.
+    choice filters the tools to that one; a forced choice in thinking mode is a 400 unless
+    ``options.forced_tool_choice_thinking`` is ``constrain`` (see :func:`thinking_for_tool_choice`
+    for ``non_thinking``, applied before this).
     """
     tools = tuple(tools)
     if mode == "none":
@@ -196,7 +225,7 @@ def resolve_tool_choice(mode: str, name: str | None, tools: Sequence[ToolDefinit
                 param=field,
             )
         tools = chosen
-    if thinking:
+    if thinking and options.forced_tool_choice_thinking != "constrain":
         raise RequestError("Thinking mode does not support this tool_choice", param=field)
     return ToolChoice("required", name), tools
 
@@ -259,11 +288,28 @@ def mentions_json(texts: Iterable[str]) -> bool:
 
 
 def output_constraint(conv: Conversation) -> OutputConstraint | None:
-    """What a constrained decoder should enforce (§4): tools win over a response format."""
+    """What a constrained decoder should enforce (§4): tools win over a response format.
+
+    Beyond deepseek-recipe (docs/clients.md): a forced tool choice kept in thinking mode gives
+    ``tool_call_required_after_reasoning``; a response format next to strict tools (which
+    deepseek-recipe rejects) gives ``tool_call_or_format`` with schema
+    ``{"tools": [...], "format": {"kind", "schema"}}`` (compact JSON).
+    """
     if conv.tools:
-        kind = "tool_call_required" if conv.tool_choice.mode == "required" else "tool_call"
-        return OutputConstraint(kind, tools_constraint_json(conv.tools))
-    rf = conv.response_format
+        tools_json = tools_constraint_json(conv.tools)
+        if conv.tool_choice.mode == "required":
+            kind = "tool_call_required_after_reasoning" if conv.thinking else "tool_call_required"
+            return OutputConstraint(kind, tools_json)
+        fmt = _format_constraint(conv.response_format)
+        if fmt is not None and any(t.strict for t in conv.tools):
+            return OutputConstraint(
+                "tool_call_or_format", f'{{"tools":{tools_json},"format":{dumps_compact({"kind": fmt.kind, "schema": fmt.schema})}}}'
+            )
+        return OutputConstraint("tool_call", tools_json)
+    return _format_constraint(conv.response_format)
+
+
+def _format_constraint(rf: ResponseFormat) -> OutputConstraint | None:
     if rf.type == "json_schema":
         return OutputConstraint("json", json_schema_constraint(rf.schema, bool(rf.strict)))
     if rf.type == "json_object":
@@ -286,9 +332,10 @@ def parsing_options(conv: Conversation) -> ParsingOptions:
                 stage = "reasoning_continuation"
     return ParsingOptions(
         parse_tool_calls=bool(conv.tools),
-        starts_in_tool_calls=bool(conv.tools) and conv.tool_choice.mode == "required",
+        starts_in_tool_calls=bool(conv.tools) and conv.tool_choice.mode == "required" and not conv.thinking,
         parse_json_output=conv.response_format.type == "json_object",
         thinking_stage=stage,
         stop_sequences=conv.stop,
         tool_names=tuple(t.name for t in conv.tools),
+        response_schema=conv.response_format.schema if conv.response_format.type == "json_schema" else None,
     )

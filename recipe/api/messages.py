@@ -26,6 +26,7 @@ from recipe.api.messages_wire import (
     ImageBlock,
     MessageParam,
     MessagesRequest,
+    RedactedThinkingBlock,
     ServerTool,
     ServerToolUseBlock,
     SystemTextBlock,
@@ -190,6 +191,7 @@ class _Walker:
             raise RequestError(f"messages.{i}: all messages must have non-empty content", param=f"messages.{i}.content")
         text = ""
         thoughts: list[str] = []
+        redacted = False
         calls: list[ToolCall] = []
         for j, b in enumerate(m.content):
             if isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
@@ -200,13 +202,15 @@ class _Walker:
                 text = f"{text}\n\n{_media_text(b)}" if text else _media_text(b)
             elif isinstance(b, ThinkingBlock):
                 thoughts.append(b.thinking)
+            elif isinstance(b, RedactedThinkingBlock):
+                redacted = True  # no readable reasoning: the turn has empty reasoning
             elif isinstance(b, ToolUseBlock):
                 if any(c.id == b.id for c in calls):
                     raise RequestError(f"messages.{i}.content.{j}: `tool_use` ids must be unique", param=f"messages.{i}.content.{j}.id")
                 calls.append(ToolCall(b.id, b.name, _arguments(b.input, f"messages.{i}.content.{j}.input")))
             else:
                 self._misplaced(i, j, b, "assistant")
-        reasoning = "\n\n".join(thoughts) if thoughts else None
+        reasoning = "\n\n".join(thoughts) if thoughts else ("" if redacted else None)
         self.out.append(AssistantMessage(text, reasoning, tuple(calls)))
         self.pending = [c.id for c in calls]
         self.pending_from = i
@@ -239,7 +243,7 @@ class _Walker:
         """A block that may not appear in a ``role`` message (deepseek-recipe's wording per block)."""
         if isinstance(b, (ServerToolUseBlock, WebSearchToolResultBlock)) and role == "assistant":
             raise RequestError(_SERVER_BLOCK, param=f"messages.{i}.content.{j}")
-        if isinstance(b, ThinkingBlock):
+        if isinstance(b, (ThinkingBlock, RedactedThinkingBlock)):
             raise RequestError(f"messages.{i}.content: thinking blocks may only be in `assistant` messages", param=f"messages.{i}.content.{j}")
         kind, home = {
             ToolResultBlock: ("tool_result", "user"),
@@ -258,6 +262,26 @@ def _param(param: str) -> Iterator[None]:
         yield
     except RequestError as err:
         raise RequestError(err.message, param=param, status=err.status, stage=err.stage) from None
+
+
+def _check_parity_rejections(req: MessagesRequest, options: Options) -> None:
+    """What deepseek-recipe refuses and recipe accepts by default (docs/clients.md): ``type: custom``
+    client tools and ``redacted_thinking`` blocks; with the parity options, its errors."""
+    if options.anthropic_custom_tools == "reject":
+        for k, t in enumerate(req.tools or ()):
+            if isinstance(t, CustomTool) and t.type == "custom":
+                raise RequestError(f"tools[{k}]: server tools are not supported", param=f"tools.{k}")
+    if options.redacted_thinking == "reject":
+        for i, m in enumerate(req.messages):
+            for j, b in enumerate(m.content if isinstance(m.content, list) else ()):
+                if isinstance(b, RedactedThinkingBlock):
+                    raise RequestError(
+                        "invalid request body: unknown variant `redacted_thinking`, expected one of `text`, `image`, "
+                        "`document`, `thinking`, `server_tool_use`, `tool_use`, `tool_result`, `web_search_tool_result`, "
+                        "`tool_addition`",
+                        param=f"messages.{i}.content.{j}.type",
+                        stage="parse",
+                    )
 
 
 def _check_tool_entries(tools: Sequence[Any]) -> frozenset[str]:
@@ -343,6 +367,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
             cannot be printed as JSON, e.g. a Python set).
     """
     common.check_model(req.model, options)
+    _check_parity_rejections(req, options)
     tools_in = list(req.tools or ())
     tool_names = _check_tool_entries(tools_in)
     if not req.messages:
@@ -358,7 +383,11 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     mode = "auto" if tc is None else _TOOL_CHOICE_MODES[type(tc)]
     tools = () if mode == "none" else _build_tools(tools_in)  # "none": schemas are never looked at
     tool_choice: ToolChoice
-    tool_choice, tools = common.resolve_tool_choice(mode, tc.name if isinstance(tc, ToolChoiceTool) else None, tools, thinking)
+    if not common.thinking_for_tool_choice(mode, tools, thinking, options):
+        thinking, effort = False, None
+    tool_choice, tools = common.resolve_tool_choice(
+        mode, tc.name if isinstance(tc, ToolChoiceTool) else None, tools, thinking, options=options
+    )
 
     try:
         stop = common.check_stop(list(req.stop_sequences or ()), "stop", indexed=True)

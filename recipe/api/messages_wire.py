@@ -126,6 +126,14 @@ class ThinkingBlock(WireModel):
     signature: str | None = None
 
 
+class RedactedThinkingBlock(WireModel):
+    """Encrypted reasoning replayed by Anthropic clients: no readable text (the turn's reasoning is
+    empty). deepseek-recipe rejects the block type (``Options.redacted_thinking="reject"``)."""
+
+    type: Literal["redacted_thinking"]
+    data: str | None = None
+
+
 class ToolUseBlock(WireModel):
     """An assistant tool call; ``input`` is any JSON value, printed into the call arguments."""
 
@@ -198,6 +206,7 @@ ContentBlock = Annotated[
         ImageBlock,
         DocumentBlock,
         ThinkingBlock,
+        RedactedThinkingBlock,
         ServerToolUseBlock,
         ToolUseBlock,
         ToolResultBlock,
@@ -230,8 +239,10 @@ class SystemTextBlock(WireModel):
 
 
 class CustomTool(WireModel):
-    """A client tool; ``strict`` and ``cache_control`` are accepted and ignored (any value)."""
+    """A client tool; ``strict`` and ``cache_control`` are accepted and ignored (any value).
+    ``type: "custom"`` is Anthropic's explicit spelling of a client tool (litellm sends it)."""
 
+    type: Literal["custom"] | None = None
     name: str
     description: str | None = None
     input_schema: Any = None
@@ -248,7 +259,8 @@ class ServerTool(WireModel):
 
 
 def _tool_kind(v: Any) -> str:
-    return "server_tool" if isinstance(v, dict) and "type" in v else "custom_tool"
+    typed = isinstance(v, dict) and "type" in v and v["type"] not in ("custom", None)
+    return "server_tool" if typed else "custom_tool"
 
 
 ToolParam = Annotated[

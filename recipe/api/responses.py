@@ -28,7 +28,11 @@ from typing import Any, Union
 import orjson
 
 from recipe.api import common
-from recipe.api.apply_patch import APPLY_PATCH_DESCRIPTION, APPLY_PATCH_NAME, APPLY_PATCH_PARAMETERS
+from recipe.api.apply_patch import (
+    APPLY_PATCH_DESCRIPTION,
+    APPLY_PATCH_NAME,
+    APPLY_PATCH_PARAMETERS,
+)
 from recipe.api.responses_wire import (
     CustomTool,
     CustomToolCallItem,
@@ -380,12 +384,14 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         mode, name = "required", tc.name
     # tool_choice none drops the tools before they are checked (duplicates, schemas): observed.
     tools = () if mode == "none" else _build_tools(entries)
-    tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking)
+    if not common.thinking_for_tool_choice(mode, tools, thinking, options):
+        thinking, effort = False, None
+    tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking, options=options)
 
     rf = _response_format(req.text, messages)
-    common.check_strict_mixing(tools)
+    common.check_strict_mixing(tools, options)
     # Unlike Chat, an explicit {"type": "text"} format is allowed next to strict tools (observed).
-    common.check_format_with_strict_tools(tools, rf.type != "text", "text.format")
+    common.check_format_with_strict_tools(tools, rf.type != "text", "text.format", options=options)
     common.check_sampling(req.temperature, req.top_p)
     if req.top_logprobs is not None and req.top_logprobs > 20:
         raise RequestError("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].", param="top_logprobs")

@@ -252,7 +252,7 @@ def render(conv: Conversation) -> Prompt:
     segs += body
     if not ends_with_prefix:
         segs += (_S_ASSISTANT, _S_THINK if conv.thinking else _S_THINK_END)
-        if conv.tool_choice.mode == "required" and conv.tools:
+        if conv.tool_choice.mode == "required" and conv.tools and not conv.thinking:
             segs += _FORCED_CALLS_OPEN
     return Prompt(tuple(segs), tuple(starts))
 

@@ -1,0 +1,200 @@
+"""Requests real clients send that deepseek-recipe 0.2.0 rejects: accepted by default, each class
+behind an option that restores the parity target's 400 (docs/clients.md)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+
+import pytest
+
+import oracle
+from recipe.completion import response
+from recipe.errors import RequestError
+from recipe.options import DEFAULT_OPTIONS, PARITY_OPTIONS
+from recipe.pipeline import prepare
+from recipe.tokenizer import load_tokenizer
+
+TOK = load_tokenizer()
+# already in strict-normalised key order, so a strict and a non-strict tool print the same line
+P = {"type": "object", "properties": {"city": {"type": "string"}}, "additionalProperties": False, "required": ["city"]}
+CHAT_TOOL = {"type": "function", "function": {"name": "get_weather", "description": "Weather", "parameters": P}}
+RESP_TOOL = {"type": "function", "name": "get_weather", "description": "Weather", "parameters": P}
+MSG_TOOL = {"name": "get_weather", "description": "Weather", "input_schema": P}
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "additionalProperties": False, "required": ["answer"]}
+
+
+def _rejected_by_parity(body, api):
+    assert not oracle.convert(api, body)["ok"]
+    with pytest.raises(RequestError) as info:
+        prepare(body, api, options=PARITY_OPTIONS)
+    assert info.value.stage == oracle.convert(api, body)["stage"]
+
+
+# --- class 1: Chat developer role -----------------------------------------------------------------
+
+
+def test_chat_developer_role_is_the_responses_developer_item():
+    chat = {"model": "deepseek-v4-pro", "messages": [
+        {"role": "system", "content": "S"}, {"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}
+    resp = {"model": "deepseek-v4-pro", "instructions": "S", "input": [
+        {"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}
+    _rejected_by_parity(chat, "chat")
+    theirs = oracle.convert("responses", resp)  # the parity target's own mapping of a developer item
+    assert theirs["ok"]
+    ours = prepare(chat, "chat")
+    assert ours.token_ids == theirs["token_ids"] == prepare(resp, "responses").token_ids
+
+
+# --- class 2: forced tool choice with thinking on --------------------------------------------------
+
+FORCED = {
+    "chat": {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "Weather in Paris?"}],
+             "tools": [CHAT_TOOL], "tool_choice": "required", "reasoning_effort": "high"},
+    "responses": {"model": "deepseek-v4-pro", "input": "Weather in Paris?", "tools": [RESP_TOOL],
+                  "tool_choice": {"type": "function", "name": "get_weather"}, "reasoning": {"effort": "high"}},
+    "messages": {"model": "deepseek-v4-pro", "max_tokens": 100, "messages": [{"role": "user", "content": "Weather in Paris?"}],
+                 "tools": [MSG_TOOL], "tool_choice": {"type": "tool", "name": "get_weather"}, "thinking": {"type": "enabled"}},
+}
+THINKING_OFF = {"chat": {"reasoning_effort": "none"}, "responses": {"reasoning": {"effort": "none"}}, "messages": {"thinking": {"type": "disabled"}}}
+
+
+@pytest.mark.parametrize("api", list(FORCED))
+def test_forced_tool_choice_in_thinking_renders_without_thinking(api):
+    body = FORCED[api]
+    _rejected_by_parity(body, api)
+    no_thinking = {**body, **THINKING_OFF[api]}
+    theirs = oracle.convert(api, no_thinking)
+    prep = prepare(body, api)
+    assert prep.token_ids == theirs["token_ids"]
+    assert prep.prompt.text.endswith("<｜Assistant｜></think>\n\n<｜DSML｜tool_calls>\n")
+    assert prep.parsing.starts_in_tool_calls and prep.parsing.thinking_stage is None
+    assert prep.output_constraint.kind == "tool_call_required"
+
+
+@pytest.mark.parametrize("api", list(FORCED))
+def test_forced_tool_choice_constrain_keeps_thinking(api):
+    body = FORCED[api]
+    prep = prepare(body, api, options=replace(DEFAULT_OPTIONS, forced_tool_choice_thinking="constrain"))
+    auto = copy.deepcopy(body)
+    auto.pop("tool_choice")
+    theirs = oracle.convert(api, auto)  # same conversation, tool choice auto: the prompt to keep
+    assert prep.token_ids == theirs["token_ids"]
+    assert prep.prompt.text.endswith("<｜Assistant｜><think>")
+    assert prep.output_constraint.kind == "tool_call_required_after_reasoning"
+    assert prep.parsing.thinking_stage == "reasoning" and not prep.parsing.starts_in_tool_calls
+
+
+# --- class 3: structured output together with (strict) tools ----------------------------------------
+
+FORMAT_WITH_TOOLS = {
+    "chat": {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "Weather?"}],
+             "tools": [{**CHAT_TOOL, "function": {**CHAT_TOOL["function"], "strict": True}}],
+             "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": SCHEMA, "strict": True}}},
+    "responses": {"model": "deepseek-v4-pro", "input": "Weather?", "tools": [{**RESP_TOOL, "strict": True}],
+                  "text": {"format": {"type": "json_schema", "name": "out", "schema": SCHEMA, "strict": True}}},
+}
+
+
+@pytest.mark.parametrize("api", list(FORMAT_WITH_TOOLS))
+def test_format_with_strict_tools_renders_both(api):
+    body = FORMAT_WITH_TOOLS[api]
+    _rejected_by_parity(body, api)
+    prep = prepare(body, api)
+    # the prompt deepseek-recipe renders when it accepts tools and a format together (non-strict tools),
+    # with the strict tool's normalised schema in the tools block
+    loose = json.loads(json.dumps(body).replace('"strict": true', '"strict": false'))
+    theirs = oracle.convert(api, loose)
+    assert theirs["ok"]
+    assert prep.prompt.text == theirs["prompt"]
+    assert prep.prompt.text.index("## Tools") < prep.prompt.text.index("## Response Format")
+    assert prep.output_constraint.kind == "tool_call_or_format"
+    constraint = json.loads(prep.output_constraint.schema)
+    assert constraint["format"]["kind"] == "json" and json.loads(constraint["format"]["schema"]) == SCHEMA
+    assert [t["function"]["name"] for t in constraint["tools"]] == ["get_weather"]
+
+
+def test_final_answer_is_checked_against_the_schema_not_raised():
+    prep = prepare({**FORMAT_WITH_TOOLS["chat"], "thinking": {"type": "disabled"}}, "chat")
+    good = response(prep, TOK.encode_ordinary('{"answer": "sunny"}'), seed=1)
+    assert "recipe" not in good
+    bad = response(prep, TOK.encode_ordinary('{"answer": 3}'), seed=1)
+    assert bad["choices"][0]["message"]["content"] == '{"answer": 3}'  # nothing altered
+    assert bad["recipe"]["notes"][0] == "schema_mismatch" and "is not of type 'string'" in bad["recipe"]["notes"][1]
+
+
+# --- class 4: strict and non-strict tools mixed -----------------------------------------------------
+
+
+def test_mixed_strict_tools_normalise_only_the_strict_ones():
+    strict = {"type": "function", "function": {"name": "a", "strict": True, "parameters": {"type": "object", "properties": {"x": {"type": "string", "minLength": 1}}}}}
+    loose = {"type": "function", "function": {"name": "b", "parameters": {"type": "object", "properties": {"y": {"type": "string", "minLength": 1}}}}}
+    base = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}]}
+    body = {**base, "tools": [strict, loose]}
+    _rejected_by_parity(body, "chat")
+    prep = prepare(body, "chat")
+    only_strict, only_loose = oracle.convert("chat", {**base, "tools": [strict]}), oracle.convert("chat", {**base, "tools": [loose]})
+    line_a = next(ln for ln in only_strict["prompt"].split("\n") if ln.startswith('{"name": "a"'))
+    line_b = next(ln for ln in only_loose["prompt"].split("\n") if ln.startswith('{"name": "b"'))
+    assert f"{line_a}\n{line_b}" in prep.prompt.text
+    tools = json.loads(prep.output_constraint.schema)
+    assert [t["function"]["strict"] for t in tools] == [True, None]
+
+
+# --- classes 5 and 6: Anthropic redacted_thinking, type "custom" tools ------------------------------
+
+
+def _messages_turns(thinking_blocks):
+    return {"model": "deepseek-v4-pro", "max_tokens": 100, "thinking": {"type": "enabled"}, "tools": [MSG_TOOL], "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [*thinking_blocks, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+    ]}
+
+
+def test_redacted_thinking_is_empty_reasoning():
+    body = _messages_turns([{"type": "redacted_thinking", "data": "EqQBCgIYAhIM..."}])
+    _rejected_by_parity(body, "messages")
+    theirs = oracle.convert("messages", _messages_turns([{"type": "thinking", "thinking": "", "signature": "s"}]))
+    assert prepare(body, "messages").token_ids == theirs["token_ids"]
+
+
+def test_anthropic_custom_type_tools_are_client_tools():
+    body = _messages_turns([])
+    body["tools"] = [{"type": "custom", **MSG_TOOL}]
+    _rejected_by_parity(body, "messages")
+    assert prepare(body, "messages").token_ids == oracle.convert("messages", _messages_turns([]))["token_ids"]
+
+
+def test_real_server_tools_stay_rejected():
+    body = _messages_turns([])
+    body["tools"] = [{"type": "web_search_20250305", "name": "web_search"}]
+    with pytest.raises(RequestError):
+        prepare(body, "messages")
+
+
+# --- re-serialised SDK objects ----------------------------------------------------------------------
+
+
+def test_null_laden_sdk_shapes_are_accepted_and_render_as_the_clean_request():
+    clean = {"model": "deepseek-v4-pro", "tools": [CHAT_TOOL], "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
+    ]}
+    noisy = copy.deepcopy(clean)
+    noisy["messages"][1].update({"content": None, "refusal": None, "annotations": None, "audio": None, "function_call": None, "parsed": None})
+    noisy["messages"][1]["tool_calls"][0].update({"index": 0})
+    noisy["messages"][1]["tool_calls"][0]["function"]["parsed_arguments"] = None
+    noisy.update({"max_tokens": 100, "max_completion_tokens": 100})
+    assert prepare(noisy, "chat").token_ids == oracle.convert("chat", clean)["token_ids"]
+
+    msgs = _messages_turns([{"type": "thinking", "thinking": "r", "signature": "s"}])
+    noisy_m = copy.deepcopy(msgs)
+    noisy_m["messages"][1]["content"].insert(1, {"type": "text", "text": "Checking.", "citations": None})
+    noisy_m["messages"][1]["content"][2]["caller"] = None
+    clean_m = copy.deepcopy(noisy_m)
+    del clean_m["messages"][1]["content"][1]["citations"]
+    del clean_m["messages"][1]["content"][2]["caller"]
+    assert prepare(noisy_m, "messages").token_ids == oracle.convert("messages", clean_m)["token_ids"]
