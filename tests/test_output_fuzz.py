@@ -286,3 +286,43 @@ def test_corrupted_blocks_invariance_no_lost_text_declared_only(seed):
         assert all(c.name in ("f", "g") for c in r.tool_calls) or exact.search(text)
     if r.tool_calls and not any(sp != ("<｜DSML｜", "</｜DSML｜", "") and sp[0] in text for sp in _SPELLINGS):
         assert "recovered_dsml" not in r.notes  # exact spelling only: nothing is "recovered"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_well_formed_blocks_in_any_spelling_are_all_recovered(seed):
+    """Structurally complete blocks of declared tools between prose, each invoke (and the block
+    opener / closer) in a random spelling, exact or corrupted: every invoke becomes a call, in
+    order, and only the prose is content. (Spellings are consistent inside one invoke; an
+    all-exact block keeps an exact closer.)"""
+    rnd = random.Random(seed)
+
+    def tag(sp: tuple[str, str, str], kind: str, closing: bool = False, attrs: str = "") -> str:
+        return f"{sp[1] if closing else sp[0]}{sp[2]}{kind}{attrs}>"
+
+    parts, prose, names = [], [], []
+    for b in range(rnd.randint(1, 4)):
+        words = f"Prose{b} {_sentinel(b)}."
+        prose.append(words)
+        parts.append(words + rnd.choice(["\n\n", "\n", " "]))
+        opener = rnd.choice(_SPELLINGS)
+        parts.append(tag(opener, rnd.choice(["tool_calls", "calls", "function_calls"])) + "\n")
+        used = {opener}
+        for _ in range(rnd.randint(1, 3)):
+            sp = rnd.choice(_SPELLINGS)
+            used.add(sp)
+            name = rnd.choice(["f", "g"])
+            names.append(name)
+            parts.append(tag(sp, "invoke", attrs=f' name="{name}"') + "\n")
+            for k in range(rnd.randint(0, 2)):
+                parts.append(tag(sp, "parameter", attrs=f' name="p{k}" string="true"') + f"v{k}"
+                             + tag(sp, "parameter", True) + "\n")
+            parts.append(tag(sp, "invoke", True) + "\n")
+        closer = rnd.choice(sorted(used)) if used != {_SPELLINGS[0]} else _SPELLINGS[0]
+        parts.append(tag(closer, rnd.choice(["tool_calls", "calls"]), True) + rnd.choice(["", "\n", "\n\n"]))
+    text = "".join(parts)
+    ids = tok().encode_with_special_tokens(text)
+    for how, r in _all_chunkings(opts(tools=["f", "g"]), ids, seed):
+        assert [c.name for c in r.tool_calls] == names, (how, text)
+        assert "".join(r.content.split()) == "".join("".join(prose).split()), (how, text, r.content)
+        assert r.finish_reason == "tool_calls"

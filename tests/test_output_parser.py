@@ -540,9 +540,20 @@ RECOVERY = [
     # exact block opener around V4.1-spelled invokes
     ("<｜DSML｜tool_calls>\n" + _cinvoke("read", ("path", "z", True), bars=("｜", "｜")) + "</｜DSML｜tool_calls>", "",
      [("read", {"path": "z"})], True),
+    # exact block closed with the V4.1 name: the closer is markup (the block ends there)
+    ("<｜DSML｜tool_calls>\n" + invoke("read", ("path", "w", True)) + "</｜DSML｜calls>\n\nAfter.", "After.",
+     [("read", {"path": "w"})], True),
     # second invoke names an undeclared tool: it stays content, byte for byte
     (_cblock(_cinvoke("read", ("path", "a", True)), _cinvoke("nope"), closer=False), _cinvoke("nope"),
      [("read", {"path": "a"})], True),
+    # a broken closer after a recovered call ends the block; a later corrupted block is still recovered
+    (_cblock(_cinvoke("read", ("p", "a", True)), closer=False) + "</｜｜DSML｜｜ calls junk\nText.\n\n"
+     + _cblock(_cinvoke("run", ("c", "b", True))), "</｜｜DSML｜｜ calls junk\nText.",
+     [("read", {"p": "a"}), ("run", {"c": "b"})], True),
+    # an exact invoke of an undeclared tool after a recovered call is parsed as the exact format is
+    (_cblock(_cinvoke("read", ("p", "a", True)), closer=False) + invoke("nope") + "Text.\n\n"
+     + _cblock(_cinvoke("run", ("c", "b", True))), "Text.", [("read", {"p": "a"}), ("nope", {}), ("run", {"c": "b"})],
+     True),
     # undeclared tool, incomplete invoke, text between tags, DSML inside a value: no recovery, text kept
     (_cblock(_cinvoke("nope", ("a", "1", False))), None, [], False),
     ('<｜｜DSML｜｜ invoke name="read">\n<｜｜DSML｜｜ parameter name="p" string="true">x', None, [], False),
@@ -567,7 +578,7 @@ def test_corrupted_dsml_recovery(case, how):
     assert [(c.name, json.loads(c.arguments)) for c in r.tool_calls] == calls
     assert ("recovered_dsml" in r.notes) == recovered
     for c in r.tool_calls:
-        assert c.name in ("read", "run")
+        assert c.name in ("read", "run") or '<｜DSML｜invoke name="' + c.name in text  # exact format: any name
 
 
 @pytest.mark.parametrize("how", ["one", "all"])

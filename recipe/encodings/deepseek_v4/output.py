@@ -351,7 +351,8 @@ class OutputParser:
         self._rtail = ""  # last characters seen, to find an "invoke>" split across pushes
         self._rmore = False  # recovery phase: False = first invoke, True = after a recovered invoke
         self._rhead = False  # the held text's head was recognised (only the trigger is awaited)
-        self._rec_skip = False  # the next candidate was just rejected: treat it as text
+        # (text, index) of a candidate just rejected: read as plain text there
+        self._rec_skip: tuple[str, int] | None = None
         self._resume = ""
 
         stage = options.thinking_stage
@@ -836,9 +837,8 @@ class OutputParser:
                     return None
                 kind, name, _ = _classify(s[j:k]) if k >= 0 else (_T_OTHER, "", False)
                 if kind != _T_OPEN_BLOCK and kind != _T_INVOKE and self._rec is not None:
-                    if not self._rec_skip:
+                    if not self._rec_skipped(s, j):
                         return self._rec_start(j)
-                    self._rec_skip = False
                 if k == -2:
                     self._note("stray_dsml")
                     self._emit_content(_OPEN)
@@ -863,15 +863,22 @@ class OutputParser:
                 self._end = ("stop", None)  # EOS spelling
                 return None
             # a soft opener: maybe a corrupted DSML tag
-            if not self._rec_skip:
+            if not self._rec_skipped(s, j):
                 return self._rec_start(j)
-            self._rec_skip = False
             self._emit_content(m)
             if self._end is not None:
                 return None
             i = j + len(m)
 
     # corrupted-spelling recovery ------------------------------------------------
+
+    def _rec_skipped(self, s: str, j: int) -> bool:
+        """True (once) for the candidate at ``s[j]`` that recovery has just given up on."""
+        skip = self._rec_skip
+        if skip is not None and skip[0] is s and skip[1] == j:
+            self._rec_skip = None
+            return True
+        return False
 
     def _rec_start(self, j: int) -> int:
         """Enter recovery at a candidate (index ``j`` of the current text): hold it from there."""
@@ -956,11 +963,12 @@ class OutputParser:
             k = block_closer(self._rec, held)
             if k >= 0:
                 self._state = _CONTENT
+                self._rbuf = []
                 self._after_block = True
                 self._resume = held[k:]
                 return _SWITCH
             if final or ">" in body[:_HEAD_PEEK] or len(body) > _HEAD_PEEK:
-                return self._rec_exit(held, skip=True)
+                return self._rec_exit(held, skip=False)  # a closer is never a candidate
             return None
         if opening == 1:
             self._rhead = True
@@ -1003,7 +1011,7 @@ class OutputParser:
         """Not a recoverable call: the held text is content, read again with this candidate as text."""
         self._state = _CONTENT
         self._rbuf = []
-        self._rec_skip = True
+        self._rec_skip = (held, 0)
         self._resume = held
         return _SWITCH
 
@@ -1012,7 +1020,7 @@ class OutputParser:
         self._state = _CONTENT
         self._rbuf = []
         self._after_block = True
-        self._rec_skip = skip
+        self._rec_skip = (held, len(held) - len(held.lstrip())) if skip else None
         self._resume = held
         return _SWITCH
 
@@ -1151,6 +1159,12 @@ class OutputParser:
                 return None
             kind, name, is_str = _classify(s[j:k]) if k >= 0 else (_T_OTHER, "", False)
             if kind == _T_OTHER and self._state == _BLOCK and self._rec is not None:
+                if k >= 0 and block_closer(self._rec, s[j:k]) == k - j:
+                    # a corrupted spelling of the block closer (e.g. V4.1 ``calls``): it closes the block
+                    self._note("recovered_dsml")
+                    self._ws = ""
+                    self._ws_text = False
+                    return j, _T_CLOSE_BLOCK, "", False, k
                 # not an exact tag between invokes: the block is over; content reads the tag
                 # again, where a corrupted spelling may still be recovered
                 self._note("stray_dsml")
