@@ -836,9 +836,9 @@ class OutputParser:
                     self._held(s, j, base, True)
                     return None
                 kind, name, _ = _classify(s[j:k]) if k >= 0 else (_T_OTHER, "", False)
-                if kind != _T_OPEN_BLOCK and kind != _T_INVOKE and self._rec is not None:
-                    if not self._rec_skipped(s, j):
-                        return self._rec_start(j)
+                if (kind != _T_OPEN_BLOCK and kind != _T_INVOKE and self._rec is not None
+                        and not self._rec_skipped(s, j)):
+                    return self._rec_start(j)
                 if k == -2:
                     self._note("stray_dsml")
                     self._emit_content(_OPEN)
