@@ -19,6 +19,9 @@ from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.prompt import Prompt, encode_prompt
 from recipe.tokenizer import load_tokenizer
 
+#: Options under which recipe answers exactly as deepseek-recipe 0.2.0 (400s included).
+PARITY: Options = DEFAULT_OPTIONS.parity() if hasattr(DEFAULT_OPTIONS, "parity") else DEFAULT_OPTIONS
+
 #: deepseek-recipe OutputConstraint kind spellings -> ours.
 ORACLE_KINDS = {"Json": "json", "Regex": "regex", "ToolCall": "tool_call", "ToolCallRequired": "tool_call_required"}
 
@@ -34,7 +37,7 @@ class Prepared:
     output_constraint: OutputConstraint | None
 
 
-def prepare_responses(body: Any, options: Options = DEFAULT_OPTIONS) -> Prepared:
+def prepare_responses(body: Any, options: Options = PARITY) -> Prepared:
     """Parse, convert, render and encode a Responses body (raises RequestError)."""
     req = parse_responses_request(body)
     conv = responses_to_conversation(req, options)
@@ -63,7 +66,7 @@ def conversion(prep: Prepared) -> dict[str, Any]:
     }
 
 
-def ours(body: Any, options: Options = DEFAULT_OPTIONS) -> dict[str, Any]:
+def ours(body: Any, options: Options = PARITY) -> dict[str, Any]:
     """Our result in the oracle's shape: ``{"ok", prompt, special_ranges, token_ids, conversion}``
     or ``{"ok": False, "stage", "message", "param"}``."""
     try:

@@ -8,9 +8,17 @@ serde way: a variant name, or a one-key map to null.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, Discriminator, Field, Tag, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from recipe.api.wire import U32, WireModel, parse_body
 
@@ -68,6 +76,8 @@ def _tagged(tags: dict[str, str], fallback: str | None, error: str, message: str
     def pick(v: Any) -> str | None:
         if isinstance(v, BaseModel):
             return type(v).__name__
+        if isinstance(v, list) and len(v) == 1 and isinstance(v[0], str) and v[0] not in tags:
+            return fallback  # serde reads an internally tagged enum from [tag, fields…] too
         if not isinstance(v, dict):
             return None
         t = v.get("type")
@@ -76,6 +86,21 @@ def _tagged(tags: dict[str, str], fallback: str | None, error: str, message: str
         return tags.get(t, fallback)
 
     return Discriminator(pick, custom_error_type=error, custom_error_message=message)
+
+
+class _SeqStruct(WireModel):
+    """serde also reads a struct from a JSON array holding every field in declaration order."""
+
+    _seq_fields: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_sequence(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            if len(v) != len(cls._seq_fields):
+                raise ValueError(f"invalid length {len(v)}, expected struct {cls.__name__} with {len(cls._seq_fields)} elements")
+            return dict(zip(cls._seq_fields, v))
+        return v
 
 
 def _content_check(message: str) -> Any:
@@ -189,9 +214,10 @@ class CustomToolCallOutputItem(WireModel):
         return v
 
 
-class ReasoningText(WireModel):
+class ReasoningText(_SeqStruct):
     """One ``content`` entry of a reasoning item; its ``type`` is not checked."""
 
+    _seq_fields = ("text",)
     text: str
 
 
@@ -258,6 +284,11 @@ class IgnoredTool(WireModel):
     """Hosted tools the converter drops (file_search, mcp, tool_search, web_search_preview, …)."""
 
     type: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_sequence(cls, v: Any) -> Any:
+        return {"type": v[0]} if isinstance(v, list) and len(v) == 1 else v
 
 
 _TOOL_TAGS = {
@@ -379,9 +410,10 @@ class FormatJsonSchema(WireModel):
     strict: bool | None = None
 
 
-class TextConfig(WireModel):
+class TextConfig(_SeqStruct):
     """``text``: ``format`` (null is rejected, absent means text); ``verbosity`` is ignored."""
 
+    _seq_fields = ("format", "verbosity")
     format: Annotated[Union[FormatText, FormatJsonObject, FormatJsonSchema], Field(discriminator="type")] = None  # type: ignore[assignment]
     verbosity: Level | None = None  # type: ignore[valid-type]
 
@@ -390,9 +422,10 @@ Effort = _enum("none", "minimal", "low", "medium", "high", "xhigh", "ultra", "ma
 Summary = _enum("auto", "concise", "detailed")
 
 
-class ReasoningConfig(WireModel):
+class ReasoningConfig(_SeqStruct):
     """``reasoning``: ``effort`` decides thinking; ``summary``/``generate_summary`` are ignored."""
 
+    _seq_fields = ("effort", "summary", "generate_summary")
     effort: Effort | None = None  # type: ignore[valid-type]
     summary: Summary | None = None  # type: ignore[valid-type]
     generate_summary: Summary | None = None  # type: ignore[valid-type]
