@@ -157,12 +157,13 @@ def _build_tool(name: str, description: str | None, parameters: Any, strict: boo
             f"Invalid '{field}': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
             param=field,
         )
-    if parameters is None:
+    if strict and normalize_strict:
+        # strict schemas are only re-built (no meta-schema check), absent ones as the empty object
+        parameters = normalize_strict_schema({"type": "object"} if parameters is None else parameters, tool_name=name)
+    elif parameters is None:
         parameters = {}
     else:
         validate_tool_parameters(parameters, name)
-        if strict and normalize_strict:
-            parameters = normalize_strict_schema(parameters, tool_name=name)
     return ToolDefinition(name=name, description=description, parameters=parameters, strict=strict)
 
 
