@@ -210,8 +210,12 @@ def _body(conv: Conversation, base: int, starts: list[tuple[int, int]]) -> tuple
         kind = type(m)
         starts.append((indexed[i][0], base + len(out)))
         if kind is UserMessage or kind is ToolMessage:
+            # one user turn = tool results, then user texts; a tool result after a user text opens
+            # a new turn (reachable through Responses outputs without a call id)
             j = i
-            while j < n and type(msgs[j]) in (UserMessage, ToolMessage):
+            while j < n and type(msgs[j]) is ToolMessage:
+                j += 1
+            while j < n and type(msgs[j]) is UserMessage:
                 j += 1
             out += _user_group(msgs[i:j], call_order)
             i = j
