@@ -30,6 +30,7 @@ __all__ = [
     "RedisPrefixIndex",
     "namespace",
     "best_replica",
+    "lookup_usage",
     "TraceRequest",
     "SimulationReport",
     "simulate",
@@ -52,6 +53,26 @@ def namespace(spec: KeySpec, prefix: str = "recipe:pc") -> str:
     tenant = hashlib.sha256(spec.salt.encode("utf-8")).hexdigest()[:16] if spec.salt else "-"
     parts = (spec.version, str(spec.block_size), spec.model or "-", tenant)
     return ":".join([prefix, *(quote(p, safe="/") for p in parts)])
+
+
+def lookup_usage(
+    index: PrefixIndex, token_ids: Sequence[int], spec: KeySpec = KeySpec(), replica: str | None = None
+) -> tuple[PromptUsage, list[bytes]]:
+    """Prompt usage of a request from the index: its cached prefix, in whole blocks, never the whole
+    prompt (at least the last token is recomputed), on ``replica`` or on the best-scoring one.
+
+    Returns ``(usage, keys)``: feed ``usage.cached_tokens`` to the API usage fields
+    (``CompletionStream(prep, cached_tokens=...)``) and, once the engine has prefilled the prompt,
+    ``index.put(namespace(spec), keys, replica)``.
+
+    Raises:
+        PrefixIndexUnavailable: the backend cannot be reached (never a guessed hit).
+    """
+    keys = block_keys(token_ids, spec).keys
+    scores = index.scores(namespace(spec), keys)
+    matched = scores.get(replica, 0) if replica is not None else best_replica(scores)[1]
+    cached = cached_prompt_tokens(len(token_ids), matched, spec.block_size)
+    return PromptUsage(len(token_ids), cached), list(keys)
 
 
 def best_replica(scores: Mapping[str, int]) -> tuple[str | None, int]:
