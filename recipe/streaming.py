@@ -92,9 +92,13 @@ class Finish:
             ids that start before ``</think>``; text mode attributes a whole chunk by its start).
         matched_stop: the stop sequence that ended the content, else None.
         tool_calls: number of tool calls emitted.
-        notes: tags for degraded output (``unclosed_reasoning``, ``truncated_tool_call``,
-            ``implicit_parameter_close``, ``invalid_json_argument``, ``stray_dsml``, …);
-            empty for clean output.
+        notes: tags for degraded or repaired output, empty for clean output. Parser:
+            ``unclosed_reasoning``, ``truncated_tool_call``, ``implicit_parameter_close``,
+            ``invalid_json_argument``, ``text_in_tool_block``, ``stray_dsml``,
+            ``undeclared_tool``, ``recovered_dsml`` (a call recovered from a corrupted
+            spelling); JSON-object mode: ``json_not_found``, ``json_incomplete``,
+            ``json_trailing_text``; json_schema answers (added by the completion driver):
+            ``schema_mismatch`` followed by ``schema_error: …`` details.
     """
 
     reason: str
