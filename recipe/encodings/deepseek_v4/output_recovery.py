@@ -7,15 +7,19 @@ name ``function_calls``, or a block opener missing its ``>``. The output parser 
 exact spelling itself) hands text that starts like such a tag to these helpers, which decide:
 
 * :func:`head_state` — can this held text still be the start of a corrupted opener?
-* :func:`match_first` / :func:`match_next` — a *structurally complete* invoke (opener, parameters
-  with explicit closers, invoke closer; only whitespace between tags), optionally after a block
-  opener; the caller accepts it only when the tool name is declared;
+* :class:`RecoveryGrammar` ``.first`` / ``.next`` — a *structurally complete* invoke (opener,
+  parameters with explicit closers, invoke closer; only whitespace between tags), optionally
+  after a block opener; the caller accepts it only when the tool name is declared;
 * :func:`block_closer` — a (tolerant) block closer after recovered invokes.
 
 Accepted invokes become ordinary tool calls; anything else is left to the caller, which keeps
 it as content byte for byte. The grammar accepts the exact spelling too (a corrupted block may
 hold exact-format invokes), one bar or two, ``｜`` or ``|``, and one optional space at each
 seam.
+
+:class:`Recovery` is the parser's side: the ``RECOVER`` state holds the text from a candidate
+opener (one of :data:`SOFT_OPENERS`, or an exact-looking opener that is no well-formed tag) and
+decides with the helpers above.
 """
 
 from __future__ import annotations
@@ -24,10 +28,29 @@ import re
 from collections.abc import Iterable
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
-__all__ = ["MAX_HOLD", "TRIGGER_SPAN", "RecoveryGrammar", "block_closer", "has_trigger", "head_state", "params_json"]
+from recipe.encodings.deepseek_v4.output_dsml import SIMPLE_JSON, is_json
+from recipe.encodings.deepseek_v4.output_state import CONTENT, RECOVER, SWITCH
+from recipe.streaming import ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart
+
+__all__ = [
+    "MAX_HOLD",
+    "SOFT_OPENERS",
+    "TRIGGER_SPAN",
+    "Recovery",
+    "RecoveryGrammar",
+    "block_closer",
+    "has_trigger",
+    "head_state",
+    "params_json",
+]
 
 #: longest corrupted-call text held back before it is released as plain text (characters).
 MAX_HOLD = 32_768
+#: content markers that may start a corrupted DSML tag (recovery on): doubled / spaced / ASCII bars.
+SOFT_OPENERS = ("<｜｜", "<｜ ", "<|", "< |", "< ｜")
+#: a held block-closer head that fails the tolerant grammar is given up once it shows a ``>``
+#: within this many characters, or grows longer.
+_HEAD_PEEK = 64
 _BLOCK_NAMES = ("tool_calls", "function_calls", "calls")
 _HEADS = {
     "open": tuple(f"<{b1}DSML{b2}{n}" for b1 in ("｜", "｜｜") for b2 in ("｜", "｜｜") for n in (*_BLOCK_NAMES, "invoke")),
@@ -43,7 +66,6 @@ _NAME = '[^"<>\\n]{1,256}'
 _TRIGGER = re.compile(r"invoke ?>|/[^<>/]{0,24}calls ?>")
 #: how many trailing characters to keep to find a trigger split across pushes.
 TRIGGER_SPAN = 40
-_SIMPLE_JSON = re.compile(r"[ \t\r\n]*(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)[ \t\r\n]*")
 
 
 def _head(names: str, closing: bool = False) -> str:
@@ -102,7 +124,7 @@ def block_closer(grammar: RecoveryGrammar, text: str) -> int:
     return m.end() if m else -1
 
 
-def params_json(grammar: RecoveryGrammar, text: str, start: int, end: int, is_json) -> tuple[str, bool]:
+def params_json(grammar: RecoveryGrammar, text: str, start: int, end: int) -> tuple[str, bool]:
     """Arguments JSON of the parameters in ``text[start:end]`` and whether a value was invalid JSON.
 
     Same rules as the exact path: ``string="true"`` values become JSON strings, ``string="false"``
@@ -115,9 +137,202 @@ def params_json(grammar: RecoveryGrammar, text: str, start: int, end: int, is_js
         k = encode_basestring(key) + ": "
         if kind == "true":
             parts.append(k + encode_basestring(val))
-        elif _SIMPLE_JSON.fullmatch(val) or is_json(val):
+        elif SIMPLE_JSON.fullmatch(val) or is_json(val):
             parts.append(k + val)
         else:
             invalid = True
             parts.append(k + encode_basestring(val))
     return "{" + ", ".join(parts) + "}", invalid
+
+
+class Recovery:
+    """The :class:`~.output.OutputParser` methods of the ``RECOVER`` state (corrupted DSML calls).
+
+    Owns the held text (``_rbuf``, ``_rws``, ``_rlen``, ``_rtail``), the phase (``_rmore``,
+    ``_rhead``) and ``_rec_skip``; reads ``_rec`` (the grammar, None when recovery is off) and
+    ``_declared`` and switches the parser's state.
+    """
+
+    def _init_recovery(self) -> None:
+        self._rbuf: list[str] = []  # held text from the candidate on (joined lazily)
+        self._rws = ""  # blanks after a recovered call, before anything else
+        self._rlen = 0
+        self._rtail = ""  # last characters seen, to find an "invoke>" split across pushes
+        self._rmore = False  # recovery phase: False = first invoke, True = after a recovered invoke
+        self._rhead = False  # the held text's head was recognised (only the trigger is awaited)
+        # (text, index) of a candidate just rejected: read as plain text there
+        self._rec_skip: tuple[str, int] | None = None
+
+    def _rec_skipped(self, s: str, j: int) -> bool:
+        """True (once) for the candidate at ``s[j]`` that recovery has just given up on."""
+        skip = self._rec_skip
+        if skip is not None and skip[0] is s and skip[1] == j:
+            self._rec_skip = None
+            return True
+        return False
+
+    def _rec_start(self, j: int) -> int:
+        """Enter recovery at a candidate (index ``j`` of the current text): hold it from there."""
+        self._state = RECOVER
+        self._rbuf = []
+        self._rws = ""
+        self._rlen = 0
+        self._rtail = ""
+        self._rmore = False
+        self._rhead = False
+        return j
+
+    def _do_recover(self, s: str, i: int, base: int) -> int | None:
+        """Hold text while a corrupted call may be forming; decide as soon as it is certain.
+
+        Decisions happen when the held head stops looking like a DSML tag, when the end of an
+        invoke or block closer arrives (an invoke may be complete, or can no longer be), or at
+        :data:`MAX_HOLD` characters.
+        """
+        new = s[i:] if i else s
+        if not new:
+            return None
+        self._rlen += len(new)
+        if self._rmore and not self._rbuf and new.isspace():
+            self._rws += new  # only blanks since the last call (kept apart: no re-joining)
+            return None
+        self._rbuf.append(new)
+        if not self._rhead:
+            held = "".join(self._rbuf)
+            if self._rws:
+                held = self._rws + held
+                self._rws = ""
+            self._rbuf = [held]
+            if self._rmore:
+                return self._rec_more(held, final=False)
+            hs = head_state(held)
+            if hs < 0:
+                return self._rec_reject(held)
+            if hs == 0:
+                return None
+            self._rhead = True
+        window = self._rtail + new
+        self._rtail = window[-TRIGGER_SPAN:]
+        if self._rlen > MAX_HOLD:
+            held = "".join(self._rbuf)
+            return self._rec_exit(held, skip=True) if self._rmore else self._rec_reject(held)
+        if not has_trigger(window):
+            return None
+        held = "".join(self._rbuf)
+        self._rbuf = [held]
+        return self._rec_more(held, final=False) if self._rmore else self._rec_first(held)
+
+    def _rec_first(self, held: str) -> int:
+        m = self._rec.first.match(held)
+        if m is None or m.group(1) not in self._declared:
+            return self._rec_reject(held)
+        # the text before the call ends like content before a tool block
+        self._c_nl = ""
+        self._c_q.clear()
+        self._after_block = False
+        if self._stops is not None:
+            tail = self._stops.flush()
+            if tail:
+                self._text_out(tail)
+                self._c_lead = False
+        self._rec_call(held, m)
+        return self._rec_continue(held[m.end():])
+
+    def _rec_more(self, held: str, final: bool) -> int | None:
+        """After a recovered invoke: another invoke, the block closer, or the end of the block."""
+        body = held.lstrip()
+        if not body:
+            if final:
+                return None  # blanks after the last call are dropped, as after a block
+            self._rhead = False
+            self._rws = held
+            self._rbuf = []
+            return None
+        closing = head_state(body, "close")
+        opening = head_state(body, "invoke")
+        if closing == 1:
+            k = block_closer(self._rec, held)
+            if k >= 0:
+                self._state = CONTENT
+                self._rbuf = []
+                self._after_block = True
+                self._resume = held[k:]
+                return SWITCH
+            if final or ">" in body[:_HEAD_PEEK] or len(body) > _HEAD_PEEK:
+                return self._rec_exit(held, skip=False)  # a closer is never a candidate
+            return None
+        if opening == 1:
+            self._rhead = True
+            m = self._rec.next.match(held)
+            if m is not None and m.group(1) in self._declared:
+                self._rec_call(held, m)
+                return self._rec_continue(held[m.end():])
+            if final or (m is None and has_trigger(held)) or m is not None:
+                return self._rec_exit(held, skip=True)
+            return None
+        if not final and (closing == 0 or opening == 0):
+            return None
+        return self._rec_exit(held, skip=False)
+
+    def _rec_continue(self, rest: str) -> int:
+        """A call was recovered: keep watching the text after it (phase "more")."""
+        self._state = RECOVER
+        self._rmore = True
+        self._rhead = False
+        self._rbuf = []
+        self._rws = ""
+        self._rlen = 0
+        self._rtail = ""
+        self._resume = rest
+        return SWITCH
+
+    def _rec_call(self, held: str, m: re.Match[str]) -> None:
+        args, invalid = params_json(self._rec, held, m.start(2), m.end(2))
+        if invalid:
+            self._note("invalid_json_argument")
+        self._note("recovered_dsml")
+        idx = self._ncalls
+        self._ncalls = idx + 1
+        out = self._out
+        out.append(ToolCallStart(idx, self._new_id(idx), m.group(1)))
+        out.append(ToolCallArgumentsDelta(idx, args))
+        out.append(ToolCallEnd(idx, args))
+
+    def _rec_reject(self, held: str) -> int:
+        """Not a recoverable call: the held text is content, read again with this candidate as text."""
+        self._state = CONTENT
+        self._rbuf = []
+        self._rec_skip = (held, 0)
+        self._resume = held
+        return SWITCH
+
+    def _rec_exit(self, held: str, skip: bool) -> int:
+        """The recovered block is over: the rest is content (blanks kept only before text)."""
+        self._state = CONTENT
+        self._rbuf = []
+        self._after_block = True
+        self._rec_skip = (held, len(held) - len(held.lstrip())) if skip else None
+        self._resume = held
+        return SWITCH
+
+    def _rec_finish(self) -> None:
+        """End of output while recovering: decide with what is held, then read the rest."""
+        while self._state == RECOVER and self._end is None:
+            held = self._rws + "".join(self._rbuf)
+            self._rws = ""
+            if self._rmore:
+                r = self._rec_more(held, final=True)
+                if r is None:
+                    self._state = CONTENT
+                    self._rbuf = []
+                    return
+            else:
+                m = self._rec.first.match(held) if self._rhead else None
+                if m is not None and m.group(1) in self._declared:
+                    self._rec_first(held)
+                else:
+                    self._rec_reject(held)
+            text, self._resume = self._resume, ""
+            self._drive(text)
+        if self._state == RECOVER:
+            self._state = CONTENT

@@ -1,0 +1,317 @@
+"""Exact-spelling tool-call blocks for the DeepSeek-V4 output parser (:mod:`.output`).
+
+The states ``BLOCK`` (between invokes), ``INVOKE`` (between parameters) and ``VALUE`` (inside
+a parameter value) read the text tag by tag (:meth:`ToolCallBlock._dsml_step`) and turn it into
+:class:`~recipe.streaming.ToolCallStart` / :class:`~recipe.streaming.ToolCallArgumentsDelta` /
+:class:`~recipe.streaming.ToolCallEnd` events. Arguments are always one valid JSON object:
+``string="true"`` values stream as JSON-string pieces; ``string="false"`` values are buffered
+to their closer and emitted raw when they are valid JSON, else quoted (``invalid_json_argument``);
+a call cut short is closed. Whitespace between tags is dropped; text that is not a tag ends the
+block (between invokes) or goes to content (inside an invoke, the call continues); a parameter
+left open is closed by the next structural tag. See the deviations in :mod:`.output`.
+"""
+
+from __future__ import annotations
+
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+from recipe.encodings.deepseek_v4.output_dsml import (
+    CLOSE,
+    OPEN,
+    SIMPLE_JSON,
+    T_CLOSE_BLOCK,
+    T_CLOSE_INVOKE,
+    T_CLOSE_PARAM,
+    T_INVOKE,
+    T_OTHER,
+    T_PARAM,
+    classify,
+    is_json,
+    read_tag,
+)
+from recipe.encodings.deepseek_v4.output_fastpath import BULK_MIN
+from recipe.encodings.deepseek_v4.output_recovery import block_closer
+from recipe.encodings.deepseek_v4.output_state import BLOCK, CONTENT, INVOKE, VALUE
+from recipe.streaming import ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart
+
+__all__ = ["ToolCallBlock"]
+
+
+class ToolCallBlock:
+    """The :class:`~.output.OutputParser` methods for the block, invoke and value states.
+
+    Owns the call being built (``_call``, ``_args``, ``_nparams``, the value buffers) and the
+    whitespace held between tags (``_ws``); reads and writes the parser's state.
+    """
+
+    def _init_calls(self) -> None:
+        """No call yet; nothing held between tags."""
+        self._ncalls = 0
+        self._call = -1  # index of the open call, -1 when none
+        self._args: list[str] = []
+        self._args_sent = 0  # how many of _args were emitted as deltas
+        self._nparams = 0
+        self._vstring = True
+        self._vnl = False  # a trailing "\n" of a string value is held
+        self._vbuf: list[str] = []
+        self._ws = ""  # whitespace held between DSML tags
+        self._ws_text = False  # text was emitted from inside the current invoke since the last tag
+
+    def _enter_block(self) -> None:
+        """Content -> block: the newlines held before the opener are dropped, a held stop-sequence
+        prefix is released."""
+        self._c_nl = ""
+        self._c_q.clear()
+        self._after_block = False
+        if self._stops is not None:
+            held = self._stops.flush()
+            if held:
+                self._text_out(held)
+                self._c_lead = False
+        self._state = BLOCK
+
+    def _leave_block(self) -> None:
+        """Block -> content: blanks right after the block are held (dropped unless text follows)."""
+        self._state = CONTENT
+        self._after_block = True
+
+    def _dsml_step(self, s: str, i: int, base: int) -> tuple[int, int, str, bool, int] | None:
+        """Shared scan for block/invoke/value states.
+
+        Returns None when everything up to the end was handed to ``_text_in_state`` (maybe with
+        a hold), else ``(tag_start, kind, name, is_string, tag_end)`` of the next complete tag
+        (kind ``T_OTHER`` for a non-structural ``<｜DSML｜…>`` tag text).
+        """
+        find = self._m_dsml.find
+        while True:
+            j = s.find("<", i)
+            if j < 0:
+                j, m = len(s), None
+            elif s.startswith(OPEN, j):
+                m = OPEN
+            elif s.startswith(CLOSE, j):
+                m = CLOSE
+            else:
+                j, m = find(s, j)
+            if j > i:
+                if self._state == BLOCK:
+                    seg = s[i:j]
+                    body = seg.lstrip()
+                    if body:  # text between invokes: the block is over, continue as content
+                        p = j - len(body)
+                        self._note("text_in_tool_block")
+                        self._c_nl = self._ws + s[i:p]
+                        self._c_q.clear()
+                        self._ws = ""
+                        self._leave_block()
+                        return (p, -1, "", False, p)
+                    self._ws += seg
+                else:
+                    self._text_in_state(s[i:j])
+                    if self._end is not None:
+                        return (j, -1, "", False, j)
+            if m is None:
+                self._held(s, j, base)
+                return None
+            if m in self._eos_text:
+                self._end = ("stop", None)
+                return None
+            k = read_tag(s, j, len(m))
+            if k == -1:
+                self._held(s, j, base, True)
+                return None
+            kind, name, is_str = classify(s[j:k]) if k >= 0 else (T_OTHER, "", False)
+            if kind == T_OTHER and self._state == BLOCK and self._rec is not None:
+                if k >= 0 and block_closer(self._rec, s[j:k]) == k - j:
+                    # a corrupted spelling of the block closer (e.g. V4.1 ``calls``): it closes the block
+                    self._note("recovered_dsml")
+                    self._ws = ""
+                    self._ws_text = False
+                    return j, T_CLOSE_BLOCK, "", False, k
+                # not an exact tag between invokes: the block is over; content reads the tag
+                # again, where a corrupted spelling may still be recovered
+                self._note("stray_dsml")
+                self._note("text_in_tool_block")
+                self._c_nl = self._ws
+                self._c_q.clear()
+                self._ws = ""
+                self._leave_block()
+                return (j, -1, "", False, j)
+            if k == -2:
+                self._text_in_state(m)
+                if self._end is not None or self._state == CONTENT:
+                    return (j + len(m), -1, "", False, j + len(m))
+                i = j + len(m)
+                continue
+            if kind == T_OTHER:  # not a structural tag: plain text of the current state
+                if self._state != VALUE:
+                    self._note("stray_dsml")
+                self._text_in_state(s[j:k])
+                if self._end is not None or self._state == CONTENT:
+                    return (k, -1, "", False, k)
+                i = k
+                continue
+            self._ws = ""
+            self._ws_text = False
+            return j, kind, name, is_str, k
+
+    def _text_in_state(self, text: str) -> None:
+        st = self._state
+        if st == VALUE:
+            self._value_text(text)
+            return
+        body = text.rstrip()
+        if not body:
+            self._ws += text  # whitespace between tags: held, dropped at the next tag
+            return
+        self._note("text_in_tool_block")
+        ws = text[len(body):]
+        if st == BLOCK:  # text between invokes: the block is over, back to content
+            self._c_nl = self._ws
+            self._c_q.clear()
+            self._ws = ""
+            self._leave_block()
+            self._emit_content(body)
+            if ws:
+                self._emit_content(ws)
+        else:  # text inside an invoke: content, trimmed as a run, the call continues
+            if self._ws_text:
+                body = self._ws + body
+            else:
+                body = body.lstrip()
+            self._ws = ws
+            self._ws_text = True
+            self._flush_args()
+            self._emit_content(body)
+
+    def _do_block(self, s: str, i: int, base: int) -> int | None:
+        if len(s) - i >= BULK_MIN and self._re_run is not None:
+            i = self._bulk_invokes(s, i)
+            if self._state != BLOCK:
+                return i
+        r = self._dsml_step(s, i, base)
+        if r is None:
+            return None
+        j, kind, name, _, k = r
+        if kind == -1:
+            return k
+        if kind == T_INVOKE:
+            self._start_call(name)
+        elif kind == T_CLOSE_BLOCK:
+            self._leave_block()
+        elif kind == T_PARAM:  # a parameter outside any invoke: text, back to content
+            self._note("stray_dsml")
+            self._text_in_state(s[j:k])
+        else:  # stray closer or a repeated block opener: markup, dropped
+            self._note("stray_dsml")
+        return k
+
+    def _do_invoke(self, s: str, i: int, base: int) -> int | None:
+        r = self._dsml_step(s, i, base)
+        if r is None:
+            return None
+        j, kind, name, is_str, k = r
+        if kind == -1:
+            return k
+        self._invoke_tag(kind, name, is_str, s[j:k])
+        return k
+
+    def _invoke_tag(self, kind: int, name: str, is_str: bool, tag: str) -> None:
+        if kind == T_PARAM:
+            self._arg(f'{", " if self._nparams else ""}{encode_basestring(name)}: {chr(34) if is_str else ""}')
+            self._nparams += 1
+            self._vstring = is_str
+            self._vnl = False
+            self._vbuf = []
+            self._state = VALUE
+        elif kind == T_CLOSE_INVOKE:
+            self._end_call()
+            self._state = BLOCK
+        elif kind == T_INVOKE:
+            self._note("unclosed_invoke")
+            self._end_call()
+            self._start_call(name)
+        elif kind == T_CLOSE_BLOCK:
+            self._note("unclosed_invoke")
+            self._end_call()
+            self._leave_block()
+        else:  # stray </parameter> or nested <tool_calls>
+            self._note("stray_dsml")
+
+    def _do_value(self, s: str, i: int, base: int) -> int | None:
+        r = self._dsml_step(s, i, base)
+        if r is None:
+            return None
+        j, kind, name, is_str, k = r
+        if kind == -1:
+            return k
+        if kind == T_CLOSE_PARAM:
+            self._end_value(implicit=False)
+            self._state = INVOKE
+        else:
+            self._note("implicit_parameter_close")
+            self._end_value(implicit=True)
+            self._state = INVOKE
+            self._invoke_tag(kind, name, is_str, s[j:k])
+        return k
+
+    def _value_text(self, text: str) -> None:
+        if not self._vstring:
+            self._vbuf.append(text)
+            return
+        if self._vnl:
+            text = "\n" + text
+            self._vnl = False
+        if text[-1] == "\n":
+            self._vnl = True
+            text = text[:-1]
+            if not text:
+                return
+        self._arg(encode_basestring(text)[1:-1])
+
+    def _end_value(self, implicit: bool) -> None:
+        if self._vstring:
+            if self._vnl and not implicit:
+                self._arg("\\n")
+            self._vnl = False
+            self._arg('"')
+            return
+        raw = "".join(self._vbuf)
+        self._vbuf = []
+        if implicit and raw.endswith("\n"):
+            raw = raw[:-1]
+        if SIMPLE_JSON.fullmatch(raw) or is_json(raw):
+            self._arg(raw)
+        else:
+            self._note("invalid_json_argument")
+            self._arg(encode_basestring(raw))
+
+    def _start_call(self, name: str) -> None:
+        idx = self._ncalls
+        self._ncalls += 1
+        self._call = idx
+        self._args = []
+        self._nparams = 0
+        if self._declared and name not in self._declared:
+            self._note("undeclared_tool")
+        self._out.append(ToolCallStart(idx, self._new_id(idx), name))
+        self._args_sent = 0
+        self._arg("{")
+        self._state = INVOKE
+
+    def _end_call(self) -> None:
+        self._arg("}")
+        self._flush_args()
+        self._out.append(ToolCallEnd(self._call, "".join(self._args)))
+        self._call = -1
+
+    def _arg(self, text: str) -> None:
+        self._args.append(text)
+
+    def _flush_args(self) -> None:
+        """Emit the argument text appended since the last flush as one delta."""
+        args = self._args
+        k = self._args_sent
+        if k < len(args):
+            self._out.append(ToolCallArgumentsDelta(self._call, args[k] if k + 1 == len(args) else "".join(args[k:])))
+            self._args_sent = len(args)

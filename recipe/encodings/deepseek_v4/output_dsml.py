@@ -1,0 +1,129 @@
+"""Exact-spelling DSML tags and tool-call argument JSON, for the output parser (:mod:`.output`).
+
+A tool-call block in the DeepSeek-V4 output format::
+
+    <｜DSML｜tool_calls>
+    <｜DSML｜invoke name="NAME">
+    <｜DSML｜parameter name="KEY" string="true|false">VALUE</｜DSML｜parameter>
+    </｜DSML｜invoke>
+    </｜DSML｜tool_calls>
+
+* :func:`read_tag` finds where a tag starting at ``<`` ends, :func:`classify` says which tag it
+  is (one of the ``T_*`` kinds, with the invoke / parameter name);
+* arguments are built as JSON text: ``"key": `` from :func:`key_json`, ``string="true"`` values
+  as JSON strings, ``string="false"`` values raw when :func:`is_json` (checked first with the
+  cheaper :data:`SIMPLE_JSON`) accepts them, else as JSON strings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+__all__ = [
+    "CLOSE",
+    "KEY_JSON",
+    "OPEN",
+    "SIMPLE_JSON",
+    "TAG_MAX",
+    "T_CLOSE_BLOCK",
+    "T_CLOSE_INVOKE",
+    "T_CLOSE_PARAM",
+    "T_INVOKE",
+    "T_OPEN_BLOCK",
+    "T_OTHER",
+    "T_PARAM",
+    "classify",
+    "is_json",
+    "key_json",
+    "read_tag",
+]
+
+#: how every exact opener / closer starts.
+OPEN = "<｜DSML｜"
+CLOSE = "</｜DSML｜"
+_OPEN_BLOCK = "<｜DSML｜tool_calls>"
+_CLOSE_BLOCK = "</｜DSML｜tool_calls>"
+_CLOSE_INVOKE = "</｜DSML｜invoke>"
+_CLOSE_PARAM = "</｜DSML｜parameter>"
+_INVOKE_RE = re.compile(r'<｜DSML｜invoke name="([^"<>\n]+)"(?: [A-Za-z_]+="[^"<>\n]*")*>')
+_PARAM_RE = re.compile(r'<｜DSML｜parameter name="([^"<>\n]+)" string="(true|false)">')
+#: longest tag text read while looking for its ``>``; longer means "not a tag".
+TAG_MAX = 512
+
+# tag kinds
+T_OPEN_BLOCK, T_CLOSE_BLOCK, T_INVOKE, T_CLOSE_INVOKE, T_PARAM, T_CLOSE_PARAM, T_OTHER = range(7)
+_FIXED_TAGS = {
+    _OPEN_BLOCK: T_OPEN_BLOCK,
+    _CLOSE_BLOCK: T_CLOSE_BLOCK,
+    _CLOSE_INVOKE: T_CLOSE_INVOKE,
+    _CLOSE_PARAM: T_CLOSE_PARAM,
+}
+_CLASSIFIED: dict[str, tuple[int, str, bool]] = {}
+
+
+def read_tag(s: str, j: int, plen: int) -> int:
+    """End index (after ``>``) of the tag starting at ``s[j]`` whose first ``plen`` characters are
+    known; -1: need more text; -2: not a tag (a newline or ``<`` first, or longer than
+    :data:`TAG_MAX`)."""
+    lim = j + TAG_MAX
+    gt = s.find(">", j + plen, lim)
+    stop = gt if gt >= 0 else min(len(s), lim)
+    nl = s.find("\n", j + plen, stop)
+    lt = s.find("<", j + plen, stop)
+    if nl >= 0 or lt >= 0:
+        return -2
+    if gt >= 0:
+        return gt + 1
+    return -1 if len(s) < lim else -2
+
+
+def classify(tag: str) -> tuple[int, str, bool]:
+    """(kind, name, is_string) of a complete ``<…>`` DSML tag text (memoised: tags repeat)."""
+    hit = _CLASSIFIED.get(tag)
+    if hit is not None:
+        return hit
+    kind = _FIXED_TAGS.get(tag)
+    if kind is not None:
+        hit = kind, "", False
+    elif m := _INVOKE_RE.fullmatch(tag):
+        hit = T_INVOKE, m.group(1), False
+    elif m := _PARAM_RE.fullmatch(tag):
+        hit = T_PARAM, m.group(1), m.group(2) == "true"
+    else:
+        hit = T_OTHER, "", False
+    if len(_CLASSIFIED) < 4096:
+        _CLASSIFIED[tag] = hit
+    return hit
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(name)
+
+
+#: one strict decoder (json.loads with options would build a new one per call)
+_JSON_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode
+#: a JSON number or literal (the common string="false" values), skipping json.loads.
+SIMPLE_JSON = re.compile(r"[ \t\r\n]*(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)[ \t\r\n]*")
+
+
+def is_json(raw: str) -> bool:
+    """True when ``raw`` is one JSON value (surrounding JSON blanks allowed; NaN / Infinity refused)."""
+    try:
+        _JSON_DECODE(raw)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+#: parameter name -> ``"name": `` (filled by :func:`key_json`; read directly on hot paths).
+KEY_JSON: dict[str, str] = {}
+
+
+def key_json(key: str) -> str:
+    """``"key": `` (JSON-escaped key and separator), memoised: parameter names repeat."""
+    k = encode_basestring(key) + ": "
+    if len(KEY_JSON) < 4096:
+        KEY_JSON[key] = k
+    return k

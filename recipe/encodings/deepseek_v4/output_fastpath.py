@@ -1,0 +1,329 @@
+"""Speed paths of the DeepSeek-V4 output parser (:mod:`.output`): same events, less work.
+
+The general path is the tag-by-tag state machine. The shortcuts here sit on top and give exactly
+its events (``tests/test_output_fastpath.py`` compares them push by push, with the shortcuts
+switched off by clearing ``_fast_ok`` / ``_fast_texts`` / ``_re_run``):
+
+* **one-token pushes** (:meth:`FastPaths.push`): plain text in reasoning, content or a string
+  value, whitespace between tags, a token completing a held DSML tag (:meth:`FastPaths._tag_token`),
+  the ``<`` / ``｜DSML｜`` pieces of a tag skip the scanner; anything else goes to the general
+  ``_push_ids``. They read the per-vocabulary id -> text table of :func:`text_cache`, and are off
+  (empty table) while the UTF-8 decoder holds part of a character or when a marker spelling
+  does not start with ``<``;
+* **bulk invokes** (:meth:`FastPaths._bulk_invokes`): a push whose text holds complete
+  well-formed invokes (exact spelling, explicit closers, only ASCII whitespace between tags,
+  values free of DSML openers/closers and EOS spellings) matches them with one regex run
+  (:func:`bulk_patterns`) and emits each call's start / arguments / end at once.
+
+``bench/bench_stream.py`` measures both against deepseek-recipe.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+from recipe.encodings.deepseek_v4.output_dsml import (
+    KEY_JSON,
+    SIMPLE_JSON,
+    T_CLOSE_BLOCK,
+    T_CLOSE_INVOKE,
+    T_CLOSE_PARAM,
+    T_INVOKE,
+    T_PARAM,
+    TAG_MAX,
+    classify,
+    is_json,
+    key_json,
+)
+from recipe.encodings.deepseek_v4.output_state import (
+    BLOCK,
+    CONTENT,
+    DONE,
+    INVOKE,
+    REASONING,
+    RECOVER,
+    VALUE,
+    coalesce,
+)
+from recipe.streaming import (
+    OutputEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from recipe.tokenizer import Tokenizer
+
+__all__ = ["BULK_MIN", "FastPaths", "bulk_patterns", "text_cache"]
+
+_TEXT_CACHES: dict[int, tuple[object, dict[int, str]]] = {}
+_NO_TEXTS: dict[int, str] = {}  # never written: the one-token shortcuts are off
+
+
+def text_cache(tokenizer: Tokenizer) -> dict[int, str]:
+    """Per-vocabulary cache: token id -> its text, for ids whose bytes are whole UTF-8 (filled lazily)."""
+    key = id(tokenizer.encoding)
+    hit = _TEXT_CACHES.get(key)
+    if hit is None or hit[0] is not tokenizer.encoding:
+        hit = _TEXT_CACHES[key] = (tokenizer.encoding, {})
+    return hit[1]
+
+
+_WS = "[ \t\r\n]*"
+_NAME = '[^"<>\n]{1,256}'
+_BULK: dict[tuple[str, ...], tuple[re.Pattern[str], re.Pattern[str]]] = {}
+#: shortest remaining text worth a bulk match attempt (a minimal invoke is longer).
+BULK_MIN = 40
+_BLOCK_END = re.compile(f"{_WS}</｜DSML｜tool_calls>")
+
+
+def bulk_patterns(eos_texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(run regex, lexer regex) for values that cannot contain these EOS spellings.
+
+    The run regex matches one or more consecutive complete invokes; the lexer's ``findall`` over
+    such a run yields ``(invoke_name, key, "t" if string, value, "</" at invoke close)`` tuples.
+    """
+    hit = _BULK.get(eos_texts)
+    if hit is None:
+        bad = "|".join(["/?｜DSML｜", *(re.escape(e[1:]) for e in eos_texts)])
+        value = f"[^<]*(?:<(?!{bad})[^<]*)*"  # unrolled loop: linear, no nested ambiguity
+        invoke = (f'{_WS}<｜DSML｜invoke name="{_NAME}">(?:{_WS}<｜DSML｜parameter name="{_NAME}" '
+                  f'string="(?:true|false)">{value}</｜DSML｜parameter>)*{_WS}</｜DSML｜invoke>')
+        lexer = (f'{_WS}<｜DSML｜invoke name="({_NAME})">'
+                 f'|{_WS}<｜DSML｜parameter name="({_NAME})" string="(?:(t)rue|false)">({value})</｜DSML｜parameter>'
+                 f'|{_WS}(</)｜DSML｜invoke>')
+        hit = _BULK[eos_texts] = (re.compile(f"(?:{invoke})+"), re.compile(lexer))
+    return hit
+
+
+class FastPaths:
+    """The :class:`~.output.OutputParser` methods that shortcut its general path.
+
+    Owns ``_fast_ok`` (shortcuts possible for these markers), ``_fast_texts`` (the id -> text
+    table the one-token shortcuts read, or an empty one while they are off) and ``_re_run`` /
+    ``_re_lex`` (the bulk regexes, None when off); reads and writes the parser's state.
+    """
+
+    def _init_fast(self) -> None:
+        """Switch the shortcuts on when every marker spelling starts with ``<`` (after the matchers)."""
+        self._fast_ok = all(m[0] == "<" for m in self._m_dsml.markers + self._m_content.markers)
+        self._fast_texts = self._texts if self._fast_ok else _NO_TEXTS
+        self._re_run, self._re_lex = bulk_patterns(tuple(sorted(self._eos_text))) if self._fast_ok else (None, None)
+
+    def push(self, token_ids: Sequence[int]) -> list[OutputEvent]:
+        """Feed completion token ids (any number). Returns the events they complete.
+
+        An id in ``eos_token_ids`` ends the output (Finish ``stop``); ids after it are ignored.
+        Raises ``KeyError`` only for an id outside the vocabulary. A one-token push is served
+        here when a shortcut applies, everything else by the general ``_push_ids``.
+        """
+        n = len(token_ids)
+        if n == 1:
+            # Fast paths for one whole-text token (``_pos`` is only read while reasoning, so
+            # the non-reasoning paths below do not maintain it).
+            text = self._fast_texts.get(token_ids[0])
+            if text is not None:  # (empty table while the decoder holds part of a character)
+                st = self._state
+                if not self._hold:
+                    if "<" not in text:
+                        if st == VALUE:
+                            self._completion += 1
+                            if self._vstring and not self._vnl and text[-1] != "\n":
+                                # a string value piece: one escaped arguments delta (nothing was pending)
+                                piece = encode_basestring(text)[1:-1]
+                                args = self._args
+                                args.append(piece)
+                                self._args_sent = len(args)
+                                return [ToolCallArgumentsDelta(self._call, piece)]
+                            out = self._out = []
+                            self._value_text(text)
+                            if self._args_sent < len(self._args):
+                                self._flush_args()
+                            return out
+                        if st == REASONING:
+                            self._completion += 1
+                            pos0 = self._pos
+                            self._pos = pos0 + len(text)
+                            if (text[-1] != "\n" and not self._r_nl and not self._r_q and not self._r_lead
+                                    and not self._rpend):
+                                self._rcount += 1  # mid-reasoning text: delivered as is
+                                return [ReasoningDelta(text)]
+                            out = self._out = []
+                            self._emit_reasoning(text)
+                            if self._rpend:
+                                self._count_one(pos0)
+                            else:
+                                self._rcount += 1
+                            return out
+                        if st == CONTENT:
+                            self._completion += 1
+                            if (text[-1] != "\n" and self._plain and not self._c_nl and not self._c_q
+                                    and not self._c_lead and not self._after_block):
+                                return [TextDelta(text)]  # mid-content text: delivered as is
+                            out = self._out = []
+                            self._emit_content(text)
+                            if self._end is not None:
+                                self._close(self._end[0])
+                            return out
+                        if st < RECOVER and text.isspace():  # between tags in a block / an invoke: held, dropped at the next tag
+                            self._completion += 1
+                            self._ws += text
+                            return []
+                    elif (text == "<" or text == "</") and BLOCK <= st <= VALUE:
+                        # the start of a DSML tag (or of an EOS spelling): held, as the scan would
+                        self._hold = text
+                        self._hold_tag = False
+                        self._completion += 1
+                        return []
+                elif self._hold_tag:
+                    if ">" not in text:
+                        if "<" not in text and "\n" not in text and len(self._hold) + len(text) < TAG_MAX:
+                            self._hold += text
+                            self._completion += 1
+                            return []
+                    elif BLOCK <= st <= VALUE:
+                        out = self._tag_token(text)
+                        if out is not None:
+                            return out
+                elif text == "｜DSML｜" and BLOCK <= st <= VALUE and (self._hold == "<" or self._hold == "</"):
+                    self._hold += text  # now exactly an opener / closer prefix waiting for its ">"
+                    self._hold_tag = True
+                    self._completion += 1
+                    return []
+        return self._push_ids(token_ids)
+
+    def _tag_token(self, text: str) -> list[OutputEvent] | None:
+        """One token completing a held DSML tag inside a block; None when the general scan must decide.
+
+        Handles the structural tags valid in the current state (invoke or block closer in a
+        block, parameter or invoke closer in an invoke, parameter closer in a value) and the
+        text after the ``>``, with the same events as :meth:`_dsml_step` and the state
+        handlers (inlined: this runs for about one token in ten of a tool-call-heavy output).
+        """
+        g = text.find(">")
+        if "<" in text or "\n" in text[:g] or len(self._hold) + g >= TAG_MAX:
+            return None
+        tag = self._hold + text[: g + 1]
+        kind, name, is_str = classify(tag)
+        st = self._state
+        rest = text[g + 1:]
+        if st == VALUE:
+            if kind != T_CLOSE_PARAM:
+                return None
+            out = self._out = []
+            self._end_value(implicit=False)
+            st = self._state = INVOKE
+        elif st == INVOKE:
+            if kind == T_PARAM:
+                out = self._out = []
+                k = KEY_JSON.get(name) or key_json(name)
+                piece = (", " + k if self._nparams else k) + ('"' if is_str else "")
+                self._args.append(piece)
+                self._nparams += 1
+                self._vstring = is_str
+                self._vnl = False
+                self._vbuf = []
+                st = self._state = VALUE
+            elif kind == T_CLOSE_INVOKE:
+                out = self._out = []
+                self._end_call()
+                st = self._state = BLOCK
+            else:
+                return None
+        elif st == BLOCK:
+            if kind == T_INVOKE:
+                out = self._out = []
+                self._start_call(name)
+                st = INVOKE
+            elif kind == T_CLOSE_BLOCK:
+                out = self._out = []
+                self._leave_block()
+                st = CONTENT
+            else:
+                return None
+        else:
+            return None
+        self._completion += 1
+        self._hold = ""
+        self._ws = ""
+        self._ws_text = False
+        if rest:
+            if st == VALUE:
+                self._value_text(rest)
+            elif st == CONTENT:  # no "<" in rest: no marker, plain content after the block
+                self._emit_content(rest)
+                if self._end is not None:
+                    self._close(self._end[0])
+            elif rest.isspace():
+                self._ws = rest
+            else:
+                self._feed(rest)
+                if self._end is not None and self._state != DONE:
+                    self._close(self._end[0])
+                if self._call >= 0:
+                    self._flush_args()
+                if len(out) > 1:
+                    out = self._out = coalesce(out)
+                return out
+        if self._call >= 0:
+            self._flush_args()
+        return out  # start + "{" / args / args + end / content: never two mergeable deltas in a row
+
+    def _bulk_invokes(self, s: str, i: int) -> int:
+        """Emit every complete well-formed invoke starting at ``i`` (after whitespace) at once.
+
+        Returns the index after the last one matched (``i`` when none). The events are those
+        the tag-by-tag path gives for the same text inside one push: start, one arguments
+        delta, end.
+        """
+        m = self._re_run.match(s, i)
+        if m is None:
+            return i
+        append = self._out.append
+        declared = self._declared
+        new_id = self._new_id
+        keys = KEY_JSON
+        idx = self._ncalls
+        parts: list[str] = []
+        call = ""
+        for name, key, is_str, val, close in self._re_lex.findall(s, i, m.end()):
+            if key:
+                k = keys.get(key)
+                if k is None:
+                    k = key_json(key)
+                if is_str:
+                    parts.append(k + encode_basestring(val))
+                elif SIMPLE_JSON.fullmatch(val) or is_json(val):
+                    parts.append(k + val)
+                else:
+                    self._note("invalid_json_argument")
+                    parts.append(k + encode_basestring(val))
+            elif name:
+                call = name
+                parts = []
+                if declared and name not in declared:
+                    self._note("undeclared_tool")
+            else:
+                args = "{" + ", ".join(parts) + "}" if parts else "{}"
+                append(ToolCallStart(idx, new_id(idx), call))
+                append(ToolCallArgumentsDelta(idx, args))
+                append(ToolCallEnd(idx, args))
+                idx += 1
+        i = m.end()
+        self._ncalls = idx
+        self._ws = ""
+        self._ws_text = False
+        m = _BLOCK_END.match(s, i)
+        if m is not None:  # the block closer right after: leave the block here too
+            self._leave_block()
+            return m.end()
+        return i
+
+    def _sync_fast(self) -> None:
+        """One-token shortcuts read ``_fast_texts``: the id -> text table, or an empty one while
+        they are off (a marker spelling not starting with ``<``) or the decoder holds a partial
+        UTF-8 sequence (a token's text then depends on the bytes before it)."""
+        self._fast_texts = self._texts if self._fast_ok and not self._dec.buffer else _NO_TEXTS
