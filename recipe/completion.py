@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from recipe.encodings.deepseek_v4.output import OutputParser
 from recipe.jsonfmt import parse_json_value
 from recipe.pipeline import PreparedRequest
+from recipe.schema_validation import validate_instance
 from recipe.streaming import (
     Finish,
     OutputEvent,
@@ -47,7 +48,6 @@ from recipe.streaming import (
     ToolCallStart,
     accumulate,
 )
-from recipe.structured import validate_instance
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [

@@ -11,14 +11,16 @@ from hypothesis import strategies as st
 from recipe.conversation import ToolDefinition
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact, dumps_prompt
+from recipe.schema_validation import (
+    validate_instance,
+    validate_response_schema,
+    validate_tool_parameters,
+)
 from recipe.structured import (
     json_schema_constraint,
     normalize_strict_response_schema,
     normalize_strict_schema,
     tools_constraint_json,
-    validate_instance,
-    validate_response_schema,
-    validate_tool_parameters,
 )
 
 

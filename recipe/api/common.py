@@ -28,13 +28,12 @@ from recipe.conversation import (
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact
 from recipe.options import DEFAULT_OPTIONS, Options
+from recipe.schema_validation import validate_response_schema, validate_tool_parameters
 from recipe.structured import (
     json_schema_constraint,
     normalize_strict_response_schema,
     normalize_strict_schema,
     tools_constraint_json,
-    validate_response_schema,
-    validate_tool_parameters,
 )
 
 __all__ = [
