@@ -19,7 +19,6 @@ from recipe.conversation import (
     LatestReminderMessage,
     Message,
     ResponseFormat,
-    Sampling,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -374,12 +373,8 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     stop_list = [req.stop] if isinstance(req.stop, str) else list(req.stop or ())
     stop = common.check_stop(stop_list, "stop", indexed=False)
 
-    sampling = Sampling(
-        temperature=1.0 if thinking else common.f32(req.temperature if req.temperature is not None else 1.0),
-        top_p=common.thinking_top_p(tools) if thinking else common.f32(req.top_p if req.top_p is not None else 1.0),
-        seed=req.seed,
-        logprobs=bool(req.logprobs),
-        top_logprobs=req.top_logprobs,
+    sampling = common.sampling(
+        thinking, tools, req.temperature, req.top_p, seed=req.seed, logprobs=bool(req.logprobs), top_logprobs=req.top_logprobs
     )
     return Conversation(
         messages=tuple(m for m in messages if not (type(m) is SystemMessage and m.content == "")),

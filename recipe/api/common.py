@@ -22,6 +22,7 @@ from recipe.conversation import (
     ParsingOptions,
     ReasoningEffort,
     ResponseFormat,
+    Sampling,
     ToolChoice,
     ToolDefinition,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "parsing_options",
     "f32",
     "thinking_top_p",
+    "sampling",
     "UNSUPPORTED_IMAGE",
 ]
 
@@ -86,6 +88,27 @@ def f32(x: float) -> float:
 def thinking_top_p(tools: Sequence[ToolDefinition]) -> float:
     """top_p forced in thinking mode on V4: f32(0.95) when tools are rendered, else 1.0 (observed)."""
     return f32(0.95) if tools else 1.0
+
+
+def sampling(
+    thinking: bool,
+    tools: Sequence[ToolDefinition],
+    temperature: float | None,
+    top_p: float | None,
+    *,
+    seed: int | None = None,
+    logprobs: bool = False,
+    top_logprobs: int | None = None,
+) -> Sampling:
+    """Sampling settings after the thinking rules (§1.6): thinking forces temperature 1.0 and top_p
+    :func:`thinking_top_p`; otherwise the requested values (default 1.0), stored as f32."""
+    return Sampling(
+        temperature=1.0 if thinking else f32(temperature if temperature is not None else 1.0),
+        top_p=thinking_top_p(tools) if thinking else f32(top_p if top_p is not None else 1.0),
+        seed=seed,
+        logprobs=logprobs,
+        top_logprobs=top_logprobs,
+    )
 
 
 def check_model(model: str, options: Options) -> str:

@@ -13,7 +13,6 @@ prompt JSON); consecutive assistant turns are not merged and a trailing assistan
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -48,7 +47,6 @@ from recipe.conversation import (
     Conversation,
     Message,
     ResponseFormat,
-    Sampling,
     SystemMessage,
     ToolCall,
     ToolChoice,
@@ -68,7 +66,6 @@ __all__ = ["MessagesRequest", "parse_messages_request", "messages_to_conversatio
 _PENDING = "`tool_use` ids were found without `tool_result` blocks immediately after: {ids}. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
 _SERVER_BLOCK = "Unsupported content block: server tools are not supported"
 _REASONING_MISSING = "The `content[].thinking` in the thinking mode must be passed back to the API."
-_F32_OVERFLOW = 3.4028235677973366e38  # values at or above round to infinity as f32
 
 
 def _pending_error(where: str, ids: Sequence[str], *, space: bool = True) -> RequestError:
@@ -332,15 +329,6 @@ def _with_reasoning(messages: list[Message], thinking: bool, has_tools: bool, op
     return out
 
 
-def _as_f32(x: float | None) -> float | None:
-    """``x`` as an f32 the way serde reads it (overflow gives ±infinity, which then fails the range check)."""
-    if x is None or math.isnan(x):
-        return x
-    if abs(x) >= _F32_OVERFLOW:
-        return math.copysign(math.inf, x)
-    return common.f32(x)
-
-
 def _system_text(system: str | list[SystemTextBlock] | None) -> str:
     if system is None:
         return ""
@@ -394,16 +382,12 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     except RequestError as err:
         index = re.search(r"stop\[(\d+)\]", err.message)
         raise RequestError(err.message, param="stop_sequences" + (f".{index[1]}" if index else "")) from None
-    temperature, top_p = _as_f32(req.temperature), _as_f32(req.top_p)
-    common.check_sampling(temperature, top_p)
+    common.check_sampling(req.temperature, req.top_p)
     max_tokens = common.check_max_tokens(req.max_tokens, thinking, options, clamp=True, field="max_tokens")
 
     system = _system_text(req.system)
     messages: tuple[Message, ...] = ((SystemMessage(system),) if system else ()) + tuple(body)
-    sampling = Sampling(
-        temperature=1.0 if thinking else (temperature if temperature is not None else 1.0),
-        top_p=common.thinking_top_p(tools) if thinking else (top_p if top_p is not None else 1.0),
-    )
+    sampling = common.sampling(thinking, tools, req.temperature, req.top_p)
     return Conversation(
         messages=messages,
         tools=tools,

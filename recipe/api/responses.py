@@ -59,7 +59,6 @@ from recipe.conversation import (
     Conversation,
     Message,
     ResponseFormat,
-    Sampling,
     SystemMessage,
     ToolCall,
     ToolDefinition,
@@ -397,12 +396,8 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         raise RequestError("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].", param="top_logprobs")
     max_tokens = common.check_max_tokens(req.max_output_tokens, thinking, options, clamp=False, field="max_output_tokens")
 
-    sampling = Sampling(
-        temperature=1.0 if thinking else common.f32(req.temperature if req.temperature is not None else 1.0),
-        top_p=common.thinking_top_p(tools) if thinking else common.f32(req.top_p if req.top_p is not None else 1.0),
-        seed=None,
-        logprobs=req.top_logprobs is not None,
-        top_logprobs=req.top_logprobs,
+    sampling = common.sampling(
+        thinking, tools, req.temperature, req.top_p, logprobs=req.top_logprobs is not None, top_logprobs=req.top_logprobs
     )
     return Conversation(
         messages=tuple(m for m in messages if not (type(m) is SystemMessage and m.content == "")),
