@@ -24,18 +24,6 @@ __all__ = ["register"]
 FINISH_CHOICES = ("stop", "length", "content_filter")
 
 
-def _read(path: str) -> bytes:
-    from recipe.cli import _Failure
-
-    if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise _Failure(f"cannot read {path}: {exc.strerror}") from None
-
-
 def _ids(raw: bytes, where: str, n_vocab: int) -> list[int]:
     from recipe.cli import _Failure
 
@@ -60,19 +48,19 @@ def _nonneg(text: str) -> int:
 
 def _cmd_complete(ns: argparse.Namespace) -> int:
     from recipe.api.errors import error_body
-    from recipe.cli import _Failure, _tokenizer, _Usage
+    from recipe.cli import _Failure, _read_input, _tokenizer, _Usage
     from recipe.completion import ENCODERS, CompletionStream, response
     from recipe.errors import RequestError
     from recipe.jsonfmt import dumps_wire, loads_request
     from recipe.pipeline import detect_api, prepare
 
     tok = _tokenizer(getattr(ns, "tokenizer", None))
-    raw = _read(ns.request)
+    raw = _read_input(ns.request, None)
     if ns.ids is not None:
-        ids = _ids(_read(ns.ids), ns.ids, tok.n_vocab)
+        ids = _ids(_read_input(ns.ids, None), ns.ids, tok.n_vocab)
     else:
         try:
-            text = _read(ns.text).decode("utf-8")
+            text = _read_input(ns.text, None).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _Failure(f"{ns.text}: not UTF-8 ({exc.reason})") from None
         ids = tok.encode_with_special_tokens(text)
