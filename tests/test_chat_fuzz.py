@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 
+import fuzz_support
+from fuzz_support import any_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import chat_requests
 
 from fixtures import api_requests
 from recipe.api.errors import error_body
 from recipe.errors import RequestError
 from recipe.pipeline import prepare
-from strategies import chat_requests
 
 SEEDS = [r["request"] for r in api_requests("chat")]
 MAX_SECONDS_PER_INPUT = 5.0  # a generous bound that catches hangs, not a speed target
-
-any_json = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=12), inner, max_size=4)),
-    max_leaves=25,
-)
-
 
 def _check(body) -> None:
     start = time.perf_counter()
@@ -39,35 +33,8 @@ def _check(body) -> None:
     assert time.perf_counter() - start < MAX_SECONDS_PER_INPUT
 
 
-def _paths(obj, prefix=()):
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, prefix + (i,))
-
-
-@st.composite
-def mutated(draw):
-    body = copy.deepcopy(draw(st.one_of(st.sampled_from(SEEDS), chat_requests())))
-    for _ in range(draw(st.integers(1, 4))):
-        paths = [p for p in _paths(body) if p]
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = body
-        for key in path[:-1]:
-            parent = parent[key]
-        op = draw(st.sampled_from(["delete", "replace", "dup"]))
-        if op == "delete":
-            del parent[path[-1]]
-        elif op == "replace":
-            parent[path[-1]] = draw(any_json)
-        elif isinstance(parent, list):
-            parent.append(copy.deepcopy(parent[path[-1]]))
-    return body
+def mutated():
+    return fuzz_support.mutated(st.one_of(st.sampled_from(SEEDS), chat_requests()))
 
 
 @settings(max_examples=300)

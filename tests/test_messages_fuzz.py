@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 
+import fuzz_support
+from fuzz_support import any_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fixtures import api_requests
 from messages_strategies import messages_requests
 from messages_support import run_messages
+
+from fixtures import api_requests
 from recipe.api.errors import error_body
 
 SEEDS = [r["request"] for r in api_requests("messages")]
 MAX_SECONDS_PER_INPUT = 5.0  # a generous bound that catches hangs, not a speed target
 BLOCK_TYPES = ["text", "image", "document", "thinking", "redacted_thinking", "tool_use", "tool_result",
                "server_tool_use", "web_search_tool_result", "tool_addition", "tool_reference", "search_result"]
-
-any_json = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20), st.sampled_from(BLOCK_TYPES)),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=12), st.sampled_from(["type", "content", "role", "id", "input", "source", "name"])), inner, max_size=4)),
-    max_leaves=25,
-)
-
 
 def _check(body) -> None:
     start = time.perf_counter()
@@ -41,37 +35,8 @@ def _check(body) -> None:
     assert time.perf_counter() - start < MAX_SECONDS_PER_INPUT
 
 
-def _paths(obj, prefix=()):
-    yield prefix
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from _paths(v, prefix + (i,))
-
-
-@st.composite
-def mutated(draw):
-    body = copy.deepcopy(draw(st.one_of(st.sampled_from(SEEDS), messages_requests())))
-    for _ in range(draw(st.integers(1, 4))):
-        paths = [p for p in _paths(body) if p]
-        if not paths:
-            break
-        path = draw(st.sampled_from(paths))
-        parent = body
-        for key in path[:-1]:
-            parent = parent[key]
-        op = draw(st.sampled_from(["delete", "replace", "dup", "retype"]))
-        if op == "delete":
-            del parent[path[-1]]
-        elif op == "replace":
-            parent[path[-1]] = draw(any_json)
-        elif op == "retype" and isinstance(parent[path[-1]], dict):
-            parent[path[-1]]["type"] = draw(st.sampled_from(BLOCK_TYPES))
-        elif isinstance(parent, list):
-            parent.append(copy.deepcopy(parent[path[-1]]))
-    return body
+def mutated():
+    return fuzz_support.mutated(st.one_of(st.sampled_from(SEEDS), messages_requests()), retype=BLOCK_TYPES)
 
 
 @settings(max_examples=200, deadline=None)
