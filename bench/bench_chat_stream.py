@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_stream import TOOLS, think_ids, tool_ids  # noqa: E402
+from bench_stream import TOOLS, one_block_ids, think_ids, tool_ids  # noqa: E402
 
 from recipe.completion import CompletionStream  # noqa: E402
 from recipe.pipeline import prepare  # noqa: E402
@@ -90,7 +90,8 @@ def main() -> None:
     args = ap.parse_args()
     tok = load_tokenizer()
     dtok = dr.Tokenizer.from_file(str(default_tokenizer_path())) if dr else None
-    outputs = {"think20k": (request(True, False), think_ids(tok)), "tools": (request(False, True), tool_ids(tok))}
+    outputs = {"think20k": (request(True, False), think_ids(tok)), "tools": (request(False, True), tool_ids(tok)),
+               "oneblock": (request(False, True), one_block_ids(tok))}
     print(f"{'output':9} {'push':4} {'tokens':>6} | {'ours ms':>8} {'tok/s':>9} {'bytes':>8} | "
           f"{'theirs ms':>9} {'tok/s':>9} {'bytes':>8} | {'theirs/ours':>11}")
     for name, (body, ids) in outputs.items():

@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_stream import TOOLS, think_ids, tool_ids  # noqa: E402
+from bench_stream import TOOLS, one_block_ids, think_ids, tool_ids  # noqa: E402
 
 from recipe.completion import CompletionStream  # noqa: E402
 from recipe.pipeline import prepare  # noqa: E402
@@ -31,27 +31,6 @@ try:
     import deepseek_recipe as dr
 except ImportError:  # pragma: no cover
     dr = None
-
-
-def block_ids(tok, n: int = 20_000) -> list[int]:
-    """A sentence, then one tool block of parallel calls (string, number, boolean and object
-    parameters; quoting, paths, non-ASCII) totalling about ``n`` ids."""
-    invokes: list[str] = []
-    k = 0
-    size = 0
-    while size < n:
-        city = ("Paris", "Zürich", "São Paulo", "東京")[k % 4]
-        inv = (f'<｜DSML｜invoke name="{TOOLS[k % len(TOOLS)]}">\n'
-               f'<｜DSML｜parameter name="query" string="true">{city}, "FR" C:\\Users\\dev #{k} and some '
-               f'more words to make the value longer than a few tokens</｜DSML｜parameter>\n'
-               f'<｜DSML｜parameter name="days" string="false">{k % 7}</｜DSML｜parameter>\n'
-               f'<｜DSML｜parameter name="opts" string="false">{{"lang": ["en", "fr"], "limit": {k}, "x": null}}'
-               f'</｜DSML｜parameter>\n</｜DSML｜invoke>\n')
-        invokes.append(inv)
-        size += len(tok.encode_with_special_tokens(inv))
-        k += 1
-    text = "Running all of these in parallel.\n\n<｜DSML｜tool_calls>\n" + "".join(invokes) + "</｜DSML｜tool_calls>"
-    return tok.encode_with_special_tokens(text)
 
 
 def request(thinking: bool, tools: bool) -> dict:
@@ -120,7 +99,7 @@ def main() -> None:
     tok = load_tokenizer()
     dtok = dr.Tokenizer.from_file(str(default_tokenizer_path())) if dr else None
     outputs = {"think20k": (request(True, False), think_ids(tok)), "tools": (request(False, True), tool_ids(tok)),
-               "block20k": (request(False, True), block_ids(tok))}
+               "block20k": (request(False, True), one_block_ids(tok))}
     print(f"{'output':9} {'push':4} {'tokens':>6} | {'ours ms':>8} {'tok/s':>9} {'bytes':>8} | "
           f"{'theirs ms':>9} {'tok/s':>9} {'bytes':>8} | {'theirs/ours':>11}")
     for name, (body, ids) in outputs.items():

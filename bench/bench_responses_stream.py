@@ -21,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_stream import TOOLS, _calls, think_ids, tool_ids
+from bench_stream import TOOLS, one_block_ids, think_ids, tool_ids
 
 from recipe.completion import CompletionStream
 from recipe.pipeline import prepare
@@ -31,19 +31,6 @@ try:
     import deepseek_recipe as dr
 except ImportError:  # pragma: no cover
     dr = None
-
-
-def one_block_ids(tok, n: int = 20_000) -> list[int]:
-    """Non-thinking: one sentence, then ONE block of parallel calls (~``n`` ids) — the tool-heavy
-    output both libraries parse completely (deepseek-recipe stops after the first block)."""
-    calls: list[str] = []
-    k = 0
-    while True:
-        calls += _calls(k) or _calls(0)
-        k += 1
-        ids = tok.encode_with_special_tokens(f"Checking everything.\n\n<｜DSML｜tool_calls>\n{''.join(calls)}</｜DSML｜tool_calls>")
-        if len(ids) >= n:
-            return ids
 
 
 def request(thinking: bool, tools: bool) -> dict:

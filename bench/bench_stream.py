@@ -100,6 +100,20 @@ def tool_ids(tok, n: int = 20_000) -> list[int]:
     return out
 
 
+def one_block_ids(tok, n: int = 20_000) -> list[int]:
+    """Non-thinking: one sentence, then ONE block of parallel calls (~``n`` ids) — the tool-heavy
+    output both libraries parse completely (deepseek-recipe stops after the first block,
+    so only a single block compares equal work)."""
+    calls: list[str] = []
+    k = 0
+    while True:
+        calls += _calls(k) or _calls(0)
+        k += 1
+        ids = tok.encode_with_special_tokens(f"Checking everything.\n\n<｜DSML｜tool_calls>\n{''.join(calls)}</｜DSML｜tool_calls>")
+        if len(ids) >= n:
+            return ids
+
+
 def _median(xs: list[float]) -> float:
     return statistics.median(xs)
 
