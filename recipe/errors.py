@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = ["RequestError"]
 
@@ -21,6 +21,8 @@ class RequestError(Exception):
         code: machine-readable code (OpenAI ``error.code``).
         stage: ``"parse"`` when the body failed schema validation (missing field, wrong type,
             unknown variant, not JSON), ``"convert"`` for a semantic error found while converting.
+        details: machine-readable extras some clients act on (Anthropic ``error.details``, e.g.
+            ``{"error_code": "thread_unsupported_request", …}``), or None.
     """
 
     message: str
@@ -29,6 +31,7 @@ class RequestError(Exception):
     type: str = "invalid_request_error"
     code: str | None = "invalid_request_error"
     stage: Literal["parse", "convert"] = "convert"
+    details: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.message)

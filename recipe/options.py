@@ -49,6 +49,11 @@ class Options:
             empty reasoning) or ``reject``.
         anthropic_custom_tools: Messages tools with ``"type": "custom"`` — ``accept`` (an ordinary
             client tool) or ``reject``.
+        anthropic_threads: a Messages ``thread`` field (beta ``message-threads-2026-08-12``, a
+            conversation the server holds) — ``reject`` (400 ``thread_unsupported_request``, which the
+            SDK's ``unsupported_request_behavior="continue_unthreaded"`` answers by resending the
+            full history) or ``ignore`` (deepseek-recipe: the field is dropped, so a ``continue``
+            turn silently loses its history).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -63,6 +68,7 @@ class Options:
     mixed_strict_tools: Literal["accept", "reject"] = "accept"
     redacted_thinking: Literal["accept", "reject"] = "accept"
     anthropic_custom_tools: Literal["accept", "reject"] = "accept"
+    anthropic_threads: Literal["reject", "ignore"] = "reject"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included)."""
@@ -74,6 +80,7 @@ class Options:
             mixed_strict_tools="reject",
             redacted_thinking="reject",
             anthropic_custom_tools="reject",
+            anthropic_threads="ignore",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

@@ -28,7 +28,10 @@ def _openai(err: RequestError) -> dict[str, Any]:
 def _anthropic(err: RequestError) -> dict[str, Any]:
     kind = ANTHROPIC_ERROR_TYPES.get(err.status, "invalid_request_error" if err.status < 500 else "api_error")
     message = err.message if err.param is None or err.param in err.message else f"{err.param}: {err.message}"
-    return {"type": "error", "error": {"type": kind, "message": message}}
+    body: dict[str, Any] = {"type": kind, "message": message}
+    if err.details:
+        body["details"] = err.details
+    return {"type": "error", "error": body}
 
 
 _RENDERERS = {"chat": _openai, "responses": _openai, "messages": _anthropic}

@@ -261,6 +261,21 @@ def _param(param: str) -> Iterator[None]:
         raise RequestError(err.message, param=param, status=err.status, stage=err.stage) from None
 
 
+THREADS_BETA = "message-threads-2026-08-12"
+
+
+def _check_thread(req: MessagesRequest, options: Options) -> None:
+    """Message threads (a conversation the server holds) are not supported: a clear 400 naming the
+    beta, in the shape the anthropic SDK recognises to continue without a thread."""
+    if req.thread is not None and options.anthropic_threads == "reject":
+        raise RequestError(
+            f"message threads (anthropic-beta: {THREADS_BETA}) are not supported by this server: "
+            "send the whole conversation in `messages` without `thread`",
+            param="thread",
+            details={"error_code": "thread_unsupported_request", "unsupported": ["thread"]},
+        )
+
+
 def _check_parity_rejections(req: MessagesRequest, options: Options) -> None:
     """What deepseek-recipe refuses and recipe accepts by default (docs/clients.md): ``type: custom``
     client tools and ``redacted_thinking`` blocks; with the parity options, its errors."""
@@ -355,6 +370,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
             cannot be printed as JSON, e.g. a Python set).
     """
     common.check_model(req.model, options)
+    _check_thread(req, options)
     _check_parity_rejections(req, options)
     tools_in = list(req.tools or ())
     tool_names = _check_tool_entries(tools_in)

@@ -332,6 +332,7 @@ class MessagesRequest(WireModel):
 
     model: str
     messages: list[MessageParam]
+    thread: Any = None  # beta message threads: refused in conversion unless Options.anthropic_threads="ignore"
     max_tokens: U32 | None = None
     system: Union[str, list[SystemTextBlock], None] = None
     tools: list[ToolParam] | None = None
