@@ -2,9 +2,11 @@
 
 Hashes a 128k-token prompt (tokenized Python stdlib source, and uniform random ids over the V4
 vocabulary) at block sizes 16/64/256 with every scheme, against the anchor measured in the same
-run: vLLM's ``sha256_cbor`` written with cbor2 + hashlib. Checks the vllm scheme's keys are
-identical to the anchor's, then times longest-prefix lookups in a MemoryPrefixIndex holding
-``--keys`` block keys. Prints medians (ms) and ratios (anchor time / scheme time).
+run: vLLM v1's prefix-cache block hasher with ``sha256_cbor`` (cbor2 + hashlib), reproduced call
+for call (see :func:`vllm_anchor`). Checks the vllm scheme's keys are identical to the anchor's,
+then times longest-prefix lookups in a MemoryPrefixIndex holding ``--keys`` block keys. Prints
+medians (ms) and ratios (anchor time / scheme time); all timed functions run interleaved, so
+machine load hits them alike.
 """
 
 from __future__ import annotations
@@ -17,19 +19,128 @@ import random
 import statistics
 import sysconfig
 import time
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any, NewType
 
 import cbor2
 
+from recipe import cache_keys
 from recipe.cache_keys import KeySpec, block_keys
 from recipe.prefix_index import MemoryPrefixIndex
 
 N_TOKENS = 128 * 1024
 SEED = "0"
 
+# --------------------------------------------------------------------------- the anchor
+# vLLM v1 computes a request's block keys in ``vllm/v1/core/kv_cache_utils.py``
+# (``get_request_block_hasher`` -> ``generate_block_hash_extra_keys`` -> ``hash_block_tokens``)
+# with ``vllm/utils/hashing.py::sha256_cbor``, slicing ``Request.all_token_ids`` (a read-only
+# ``ConstantList`` view of a list, ``vllm/v1/utils.py``). Below, the same calls per block for a
+# request without LoRA, multimodal inputs, cache salt or prompt embeddings, written for this
+# benchmark: the Request object is built outside the timed call (the engine builds it anyway).
 
-def anchor(ids: list[int], block_size: int) -> list[bytes]:
-    """vLLM v1 ``hash_block_tokens`` with ``sha256_cbor`` (cbor2 + hashlib), seed "0", no extras."""
-    h = hashlib.sha256(cbor2.dumps(SEED, canonical=True)).digest()
+BlockHash = NewType("BlockHash", bytes)
+
+
+def sha256_cbor(obj: Any) -> bytes:
+    """vLLM ``sha256_cbor``: SHA-256 of canonical CBOR."""
+    return hashlib.sha256(cbor2.dumps(obj, canonical=True)).digest()
+
+
+NONE_HASH = BlockHash(sha256_cbor(SEED))  # vLLM's init_none_hash with PYTHONHASHSEED=SEED
+
+
+class ReadOnlyIds(Sequence):
+    """Like vLLM's ConstantList: a Python-level view whose slices are list slices."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self._ids = ids
+
+    def __getitem__(self, item):  # type: ignore[override]
+        return self._ids[item]
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+class EngineRequest:
+    """The fields of vLLM's ``Request`` that the block hasher reads."""
+
+    def __init__(self, prompt: list[int]) -> None:
+        self._all_token_ids = prompt.copy()
+        self.all_token_ids = ReadOnlyIds(self._all_token_ids)
+        self.block_hashes: list[BlockHash] = []
+        self.mm_features: list[Any] = []
+        self.lora_request = None
+        self.cache_salt: str | None = None
+        self.prompt_embeds = None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._all_token_ids)
+
+
+def _mm_keys(request: EngineRequest, start: int, end: int, mm_index: int) -> tuple[list[Any], int]:
+    keys: list[Any] = []
+    if not request.mm_features:
+        return keys, mm_index
+    raise NotImplementedError("the benchmark's requests carry no multimodal inputs")
+
+
+def _lora_keys(request: EngineRequest) -> list[str]:
+    if not request.lora_request:
+        return []
+    raise NotImplementedError("the benchmark's requests carry no LoRA")
+
+
+def _embeds_keys(request: EngineRequest, start: int, end: int) -> list[bytes]:
+    if request.prompt_embeds is None:
+        return []
+    raise NotImplementedError("the benchmark's requests carry no prompt embeddings")
+
+
+def _extra_keys(request: EngineRequest, start: int, end: int, mm_index: int) -> tuple[tuple | None, int]:
+    mm, mm_index = _mm_keys(request, start, end, mm_index)
+    lora = _lora_keys(request)
+    salt = [request.cache_salt] if (start == 0 and request.cache_salt) else []
+    embeds = _embeds_keys(request, start, end)
+    keys = lora + mm + salt + embeds
+    if not keys:
+        return None, mm_index
+    return tuple(keys), mm_index
+
+
+def _hash_block(hash_fn: Callable[[Any], bytes], parent: bytes | None, ids: Sequence[int], extra: tuple | None) -> BlockHash:
+    if not parent:
+        parent = NONE_HASH
+    return BlockHash(hash_fn((parent, tuple(ids), extra)))
+
+
+def vllm_anchor(request: EngineRequest, block_size: int) -> list[BlockHash]:
+    """vLLM v1 ``request_block_hasher`` with ``sha256_cbor``: the keys of the request's new full blocks."""
+    start = len(request.block_hashes) * block_size
+    n = request.num_tokens
+    if start + block_size > n:
+        return []
+    mm_index = 0 if start == 0 else -1
+    parent = request.block_hashes[-1] if request.block_hashes else None
+    keys: list[BlockHash] = []
+    while True:
+        end = start + block_size
+        if end > n:
+            break
+        extra, mm_index = _extra_keys(request, start, end, mm_index)
+        key = _hash_block(sha256_cbor, parent, request.all_token_ids[start:end], extra)
+        keys.append(key)
+        start += block_size
+        parent = key
+    return keys
+
+
+def lean_anchor(ids: list[int], block_size: int) -> list[bytes]:
+    """The same keys from a bare loop (no engine calls): the cost of cbor2 + hashlib alone."""
+    h = NONE_HASH
     out = []
     for i in range(0, len(ids) - block_size + 1, block_size):
         h = hashlib.sha256(cbor2.dumps((h, tuple(ids[i : i + block_size]), None), canonical=True)).digest()
@@ -37,13 +148,28 @@ def anchor(ids: list[int], block_size: int) -> list[bytes]:
     return out
 
 
-def median_ms(fn, repeat: int) -> float:
-    times = []
+def medians_ms(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Median wall time (ms) of each function, the functions run in turn ``repeat`` times."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1000
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) * 1000 for k, v in times.items()}
+
+
+def without_numpy(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run with the vllm scheme's pure-Python encoder (numpy path disabled)."""
+
+    def run() -> Any:
+        saved, cache_keys.NUMPY_MIN_TOKENS = cache_keys.NUMPY_MIN_TOKENS, 1 << 62
+        try:
+            return fn()
+        finally:
+            cache_keys.NUMPY_MIN_TOKENS = saved
+
+    return run
 
 
 def workloads() -> dict[str, list[int]]:
@@ -62,26 +188,58 @@ def workloads() -> dict[str, list[int]]:
 
 
 def bench_hashing(repeat: int) -> None:
-    schemes = {
-        "native": KeySpec("native", model="deepseek-v4", tokenizer="fp"),
-        "native-xxh3": KeySpec("native-xxh3", model="deepseek-v4", tokenizer="fp"),
-        "vllm": KeySpec("vllm", hash_seed=SEED),
-    }
-    print(f"hashing {N_TOKENS} tokens; median of {repeat} runs, ms (ratio = anchor / scheme)")
-    print(f"{'workload':12} {'B':>4} {'anchor cbor2':>13} " + " ".join(f"{n:>20}" for n in schemes))
+    has_numpy = cache_keys._numpy() is not None
+    print(f"hashing {N_TOKENS} tokens; median of {repeat} interleaved runs, ms (ratio = anchor / scheme);"
+          f" numpy {'installed' if has_numpy else 'absent: vllm = vllm-pure'}")
+    cols = ["lean cbor2", "native", "native-xxh3", "vllm", "vllm-pure"]
+    print(f"{'workload':12} {'B':>4} {'anchor':>7} " + " ".join(f"{c:>14}" for c in cols))
+    floors = []
     for name, ids in workloads().items():
         for b in (16, 64, 256):
-            ref = anchor(ids, b)
-            mine = block_keys(ids, KeySpec("vllm", b, hash_seed=SEED)).keys
-            assert list(mine) == ref, "vllm scheme keys differ from the cbor2 reference"
-            t_ref = median_ms(lambda: anchor(ids, b), repeat)
-            cells = []
-            for spec in schemes.values():
-                s = KeySpec(spec.scheme, b, spec.model, spec.tokenizer, spec.salt, spec.hash_seed)
-                t = median_ms(lambda: block_keys(ids, s), repeat)
-                cells.append(f"{t:8.2f} ({t_ref / t:5.1f}x)")
-            print(f"{name:12} {b:4d} {t_ref:13.2f} " + " ".join(f"{c:>20}" for c in cells))
-    print("vllm scheme keys identical to the cbor2 reference: yes")
+            request = EngineRequest(ids)
+            ref = vllm_anchor(request, b)
+            assert lean_anchor(ids, b) == ref, "the lean anchor differs from the engine path"
+            vllm = KeySpec("vllm", b, hash_seed=SEED)
+            assert list(block_keys(ids, vllm).keys) == ref, "vllm scheme keys differ from the cbor2 reference"
+            assert list(without_numpy(lambda: block_keys(ids, vllm))().keys) == ref, "vllm-pure keys differ"
+            native = KeySpec("native", b, model="deepseek-v4", tokenizer="fp")
+            xxh3 = KeySpec("native-xxh3", b, model="deepseek-v4", tokenizer="fp")
+            t = medians_ms(
+                {
+                    "anchor": lambda: vllm_anchor(request, b),
+                    "lean cbor2": lambda: lean_anchor(ids, b),
+                    "native": lambda: block_keys(ids, native),
+                    "native-xxh3": lambda: block_keys(ids, xxh3),
+                    "vllm": lambda: block_keys(ids, vllm),
+                    "vllm-pure": without_numpy(lambda: block_keys(ids, vllm)),
+                },
+                repeat,
+            )
+            cells = [f"{t[c]:6.2f} ({t['anchor'] / t[c]:4.1f}x)" for c in cols]
+            print(f"{name:12} {b:4d} {t['anchor']:7.2f} " + " ".join(f"{c:>14}" for c in cells))
+            if name == "stdlib-code":
+                floors.append((b, t["anchor"], native_floor(ids, b, repeat)))
+    print("vllm scheme keys (numpy and pure) identical to the cbor2 reference: yes")
+    print("\nnative floor (stdlib-code): the work no SHA-256 chain over list[int] ids can skip, ms")
+    print(f"{'B':>4} {'anchor/20':>10} {'ids->uint32':>12} {'sha256 loop':>12} {'sum':>7}")
+    for b, t_anchor, (convert, loop) in floors:
+        print(f"{b:4d} {t_anchor / 20:10.2f} {convert:12.2f} {loop:12.2f} {convert + loop:7.2f}")
+
+
+def native_floor(ids: list[int], block_size: int, repeat: int) -> tuple[float, float]:
+    """(array('I', ids) alone, the bare ``h = sha256(h + block).digest()`` loop over pre-cut blocks)."""
+    data = array("I", ids).tobytes()
+    step = 4 * block_size
+    blocks = [data[i : i + step] + b"\0\0\0\0" for i in range(0, len(data) - step + 1, step)]
+
+    def loop() -> bytes:
+        sha, h = hashlib.sha256, bytes(32)
+        for blk in blocks:
+            h = sha(h + blk).digest()
+        return h
+
+    t = medians_ms({"convert": lambda: array("I", ids), "loop": loop}, repeat)
+    return t["convert"], t["loop"]
 
 
 def bench_lookup(n_keys: int, repeat: int) -> None:
@@ -102,7 +260,7 @@ def bench_lookup(n_keys: int, repeat: int) -> None:
         ("half hit, 2048 keys", stored[len(stored) // 3][:1024] + [rng.randbytes(32) for _ in range(1024)]),
         ("miss", [rng.randbytes(32) for _ in range(2048)]),
     ):
-        t = median_ms(lambda: index.scores(ns, keys), repeat)
+        t = medians_ms({"scores": lambda: index.scores(ns, keys)}, repeat)["scores"]
         print(f"  {label:22} {t * 1000:9.1f} us per request ({t * 1e6 / len(keys):6.0f} ns per key)")
 
 

@@ -25,9 +25,9 @@ import operator
 import struct
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any, Callable
 
 import xxhash
@@ -210,9 +210,15 @@ def _vllm_root(spec: KeySpec) -> bytes:
 
 
 # --------------------------------------------------------------------------- block chains
+#
+# Every chain is one Python loop of ``h = H(parent ‖ h ‖ body_i)`` over bodies prepared in bulk;
+# the per-block SHA-256 call (~0.35 µs in CPython + OpenSSL 3) is the floor at small blocks, and
+# turning the ids into bytes (~6 ns per id) at large ones (docs/cache-keys.md, "Measurements").
 
 
-def _native_chain(new: Callable[[bytes], Any]) -> Callable[..., list[bytes]]:
+def _native_chain(new: Callable[[bytes], Any], one_shot: bool) -> Callable[..., list[bytes]]:
+    """Chain runner for a native scheme: ``new(msg)`` is the digest (one_shot) or a hash object."""
+
     def run(parent: bytes, ids: array, block_size: int, tails: Iterable[bytes]) -> list[bytes]:
         """Chain over ``ids`` (uint32 array, whole blocks); tails = per-block extras fields."""
         if _BIG_ENDIAN:
@@ -223,27 +229,119 @@ def _native_chain(new: Callable[[bytes], Any]) -> Callable[..., list[bytes]]:
         out: list[bytes] = []
         append = out.append
         h = parent
-        for off, tail in zip(range(0, len(mv), step), tails):
-            h = new(h + mv[off : off + step] + tail).digest()
-            append(h)
+        if one_shot:
+            for off, tail in zip(range(0, len(mv), step), tails):
+                h = new(h + mv[off : off + step] + tail)
+                append(h)
+        else:
+            for off, tail in zip(range(0, len(mv), step), tails):
+                h = new(h + mv[off : off + step] + tail).digest()
+                append(h)
         return out
 
     return run
 
 
-def _vllm_chain(parent: bytes, ids: Sequence[int], block_size: int, tails: Iterable[bytes]) -> list[bytes]:
-    """vLLM ``hash_block_tokens`` with ``sha256_cbor`` over whole blocks of ``ids``."""
-    it = iter(_cbor_uints(ids))
-    # zip pulls block_size encodings per block from one iterator: (array head, *ids, extras).
-    bodies = map(b"".join, zip(repeat(_cbor_head(4, block_size)), *[it] * block_size, tails))
+#: Prompts of at least this many ids take the numpy encoder (when numpy is installed): below it
+#: numpy's fixed cost (~60 µs a call) outweighs its per-id savings (bench: crossover 4-8k ids).
+NUMPY_MIN_TOKENS = 4096
+
+
+@functools.cache
+def _numpy() -> Any:
+    """numpy if importable (imported on first use: ~0.1 s), else None (the pure encoder is used)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def _vllm_chain(parent: bytes, arr: array, ids: Sequence[int], block_size: int, tails: list[bytes]) -> list[bytes]:
+    """vLLM ``hash_block_tokens`` with ``sha256_cbor`` over whole blocks of ``ids`` (also in ``arr``,
+    an array('I') or array('Q')): ``h_i = sha256(array(3) ‖ bytes(32) h_{i-1} ‖ body_i)``."""
     sha = hashlib.sha256
     out: list[bytes] = []
     append = out.append
     h = parent
-    for body in bodies:
+    np = _numpy() if len(arr) >= NUMPY_MIN_TOKENS else None
+    if np is not None:
+        stream, ends = _vllm_bodies_numpy(np, arr, block_size, tails)
+        start = 0
+        for end in ends:
+            h = sha(_PARENT_HEAD + h + stream[start:end]).digest()
+            append(h)
+            start = end
+        return out
+    it = iter(_cbor_uints(ids))
+    # zip pulls block_size encodings per block from one iterator: (array head, *ids, extras).
+    for body in map(b"".join, zip(repeat(_cbor_head(4, block_size)), *[it] * block_size, tails)):
         h = sha(_PARENT_HEAD + h + body).digest()
         append(h)
     return out
+
+
+def _vllm_bodies_numpy(np: Any, arr: array, block_size: int, tails: list[bytes]) -> tuple[memoryview, list[int]]:
+    """Every block's CBOR body (array head ‖ ids ‖ extras), concatenated, and each body's end offset.
+
+    Vectorised: an id's encoding is ``[head byte] ‖ its big-endian value in 0/1/2/4/8 bytes`` (RFC
+    8949 §4.2.1) ending at a cumulative sum of lengths, so each byte rank is one scatter into a
+    zeroed buffer: value ranks from high to low, then low bytes, then head bytes (a tiny id's head
+    byte is its value). A short id's "higher ranks" are zeros landing on earlier bytes that a later
+    pass writes again, and ranks that are zero for every id are skipped.
+    """
+    nb = len(tails)
+    v = np.frombuffer(arr, dtype=np.uint32 if arr.itemsize == 4 else np.uint64)
+    top = int(v.max())
+    ge8, ge16 = v >= 0x100, v >= 0x10000
+    vbytes = ge8.view(np.uint8) + ge16.view(np.uint8)  # value bytes after the head: 0 / 1 / 2 / 4 / 8
+    heads = vbytes + 0x18
+    vbytes += ge16
+    vbytes += 1
+    if top >> 32:
+        ge32 = (v >= 1 << 32).view(np.uint8)
+        heads += ge32
+        vbytes += 4 * ge32
+    tiny = v < 24
+    if tiny.any():
+        vbytes -= tiny.view(np.uint8)
+        np.copyto(heads, v, casting="unsafe", where=tiny)
+    head = _cbor_head(4, block_size)
+    hl = len(head)
+    rest = tails[-1]
+    tl = np.full(nb, len(rest), np.int64)
+    odd = [b for b in range(nb) if tails[b] is not rest] if tails.count(rest) < nb else []
+    tl[odd] = [len(tails[b]) for b in odd]
+    pad = 8  # stray zeros of block 0's first ids land here, not at negative indices
+    at = np.add(vbytes, 1, dtype=np.int64)  # bytes per id, plus each block's array head and the
+    at[::block_size] += hl  # previous block's extras before its first id: the cumulative sum
+    at[block_size::block_size] += tl[:-1]  # is then the end offset of every id's encoding
+    at[0] += pad
+    np.cumsum(at, out=at)
+    block_end = at[block_size - 1 :: block_size] + tl
+    out = np.zeros(int(block_end[-1]), np.uint8)
+    byte = np.empty(len(v), np.uint8)
+    back = 0  # at = end - back
+    for r in range(7, 0, -1):  # byte r (bits 8r..8r+7) goes to end - 1 - r
+        if top >> (8 * r):  # else it is 0 for every id: already there
+            at -= 1 + r - back
+            back = 1 + r
+            np.right_shift(v, 8 * r, out=byte, casting="unsafe")
+            out[at] = byte
+    at -= 1 - back
+    np.copyto(byte, v, casting="unsafe")  # the low byte
+    out[at] = byte
+    at -= vbytes
+    out[at] = heads
+    starts = block_end - tl
+    starts[1:] = block_end[:-1]
+    starts[0] = pad
+    out[starts[:, None] + np.arange(hl)] = np.frombuffer(head, np.uint8)
+    if rest:
+        out[(block_end - len(rest))[:, None] + np.arange(len(rest))] = np.frombuffer(rest, np.uint8)
+    for b in odd:  # blocks whose extras differ (salt, multimodal, embeds)
+        out[block_end[b] - tl[b] : block_end[b]] = np.frombuffer(tails[b], np.uint8)
+    return memoryview(out)[pad:], (block_end - pad).tolist()
 
 
 def _native_tail(extra: tuple[Any, ...] | None) -> bytes:
@@ -263,15 +361,15 @@ class _Scheme:
     root: Callable[[KeySpec], bytes]
     chain: Callable[..., list[bytes]]
     tail: Callable[[tuple[Any, ...] | None], bytes]
-    typecode: str  # array typecode validating ids (and holding them, for native)
+    typecode: str  # array typecode validating ids: "I" (uint32) or "Q" (uint64, tried as "I" first)
     salt_in_root: bool
 
 
 #: Scheme name -> how its keys are made.
 SCHEMES: dict[str, _Scheme] = {
-    "native": _Scheme("native-sha256/1", lambda s: _native_root(s, 32), _native_chain(hashlib.sha256),
+    "native": _Scheme("native-sha256/1", lambda s: _native_root(s, 32), _native_chain(hashlib.sha256, False),
                       _native_tail, "I", True),
-    "native-xxh3": _Scheme("native-xxh3-128/1", lambda s: _native_root(s, 16), _native_chain(xxhash.xxh3_128),
+    "native-xxh3": _Scheme("native-xxh3-128/1", lambda s: _native_root(s, 16), _native_chain(xxhash.xxh3_128_digest, True),
                            _native_tail, "I", True),
     "vllm": _Scheme("vllm-sha256-cbor/1", _vllm_root, _vllm_chain, _vllm_tail, "Q", False),
 }
@@ -344,7 +442,12 @@ class KeyChain:
         else:  # read-only from here on: a caller's list is used as it is
             ids = token_ids if isinstance(token_ids, list) else list(token_ids)
         try:
-            arr = array(scheme.typecode, ids)
+            try:
+                arr = array("I", ids)
+            except OverflowError:  # vllm takes uint64 ids; uint32 is half the memory when they fit
+                if scheme.typecode == "I":
+                    raise
+                arr = array("Q", ids)
         except (OverflowError, TypeError) as exc:
             bound = "2**32" if scheme.typecode == "I" else "2**64"
             raise ValueError(f"token ids must be ints in [0, {bound}): {exc}") from None
@@ -356,20 +459,24 @@ class KeyChain:
         if n_full < len(ids):
             arr, ids = arr[:n_full], ids[:n_full]
         first = len(self.keys)
-        new = scheme.chain(self._parent, arr if scheme.typecode == "I" else ids, b, self._tails(scheme, first, n_full // b))
+        tails = self._tails(scheme, first, n_full // b)
+        if scheme.typecode == "I":
+            new = scheme.chain(self._parent, arr, b, tails)
+        else:
+            new = scheme.chain(self._parent, arr, ids, b, tails)
         self._parent = new[-1]
         self.keys.extend(new)
         return new
 
-    def _tails(self, scheme: _Scheme, first: int, count: int) -> Iterator[bytes]:
+    def _tails(self, scheme: _Scheme, first: int, count: int) -> list[bytes]:
         salt = None if scheme.salt_in_root else self.spec.salt
         b = self.spec.block_size
         ex = self.extras
         if ex is None or (not ex.mm and not ex.prompt_embeds):  # constant after block 0
             head = scheme.tail(_block_extra(ex, salt, first * b, first * b + b, first))
             rest = scheme.tail(_block_extra(ex, None, b, 2 * b, 1))
-            return chain((head,), repeat(rest, count - 1))
-        return (scheme.tail(_block_extra(ex, salt, i * b, i * b + b, i)) for i in range(first, first + count))
+            return [head] + [rest] * (count - 1)
+        return [scheme.tail(_block_extra(ex, salt, i * b, i * b + b, i)) for i in range(first, first + count)]
 
 
 def block_keys(token_ids: Sequence[int], spec: KeySpec = KeySpec(), extras: BlockExtras | None = None) -> KeySet:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import random
 import struct
 
 import cbor2
@@ -10,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recipe import cache_keys
 from recipe.cache_keys import (
     BlockExtras,
     KeyChain,
@@ -77,7 +80,26 @@ def test_seed_zero_root_is_the_published_constant():
     assert hashlib.sha256(cbor2.dumps("0", canonical=True)).hexdigest() == SEED0_ROOT
 
 
-@settings(max_examples=250)
+try:
+    import numpy  # noqa: F401
+
+    ENCODERS = ["pure", "numpy"]
+except ImportError:  # the numpy encoder is optional; test_numpy_encoder_* skip visibly
+    ENCODERS = ["pure"]
+
+
+@contextlib.contextmanager
+def vllm_encoder(name):
+    """Force the vllm scheme's pure-Python or numpy id encoder, whatever the prompt length."""
+    saved = cache_keys.NUMPY_MIN_TOKENS
+    cache_keys.NUMPY_MIN_TOKENS = 0 if name == "numpy" else 1 << 62
+    try:
+        yield
+    finally:
+        cache_keys.NUMPY_MIN_TOKENS = saved
+
+
+@settings(max_examples=250, deadline=None)
 @given(
     ids=token_ids,
     block_size=st.integers(1, 70) | st.sampled_from([16, 64, 256]),
@@ -86,13 +108,58 @@ def test_seed_zero_root_is_the_published_constant():
     salt=st.none() | st.text(max_size=10),
     mm=mm_items(),
     embeds=st.lists(st.binary(min_size=32, max_size=32), max_size=4).map(tuple),
+    encoder=st.sampled_from(ENCODERS),
 )
-def test_vllm_mode_is_byte_identical_to_cbor2(ids, block_size, seed, lora, mm, salt, embeds):
+def test_vllm_mode_is_byte_identical_to_cbor2(ids, block_size, seed, lora, mm, salt, embeds, encoder):
     spec = KeySpec("vllm", block_size, salt=salt, hash_seed=seed)
     extras = BlockExtras(lora=lora, mm=tuple(MultimodalItem(*m) for m in mm), prompt_embeds=embeds)
-    got = block_keys(ids, spec, extras)
+    with vllm_encoder(encoder):
+        got = block_keys(ids, spec, extras)
     assert list(got.keys) == vllm_reference(ids, block_size, seed, lora, mm, salt, embeds)
     assert got.scheme == "vllm-sha256-cbor/1" and got.block_size == block_size
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 23) | st.integers(2**16, 2**32 + 5), max_size=120),
+    block_size=st.integers(1, 9),
+    encoder=st.sampled_from(ENCODERS),
+)
+def test_vllm_mode_every_cbor_integer_width(ids, block_size, encoder):
+    # ids of every CBOR width (1/2/3/5/9 bytes), around each boundary, in both encoders
+    edges = [0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1]
+    ids = ids + edges + ids[::-1]
+    with vllm_encoder(encoder):
+        got = block_keys(ids, KeySpec("vllm", block_size, hash_seed="0"))
+    assert list(got.keys) == vllm_reference(ids, block_size, "0")
+
+
+def _long_prompt(n, seed=5):
+    rng = random.Random(seed)
+    pick = [lambda: rng.randrange(24), lambda: rng.randrange(24, 256), lambda: rng.randrange(256, 2**16),
+            lambda: rng.randrange(2**16, 129_280)]
+    return [rng.choice(pick)() for _ in range(n)]
+
+
+@pytest.mark.parametrize("block_size", [16, 64, 256])
+def test_numpy_encoder_matches_cbor2_on_long_prompts(block_size):
+    pytest.importorskip("numpy")
+    ids = _long_prompt(3 * cache_keys.NUMPY_MIN_TOKENS + 37)  # the default path: numpy
+    spec = KeySpec("vllm", block_size, salt="tenant-7", hash_seed="0")
+    extras = BlockExtras(lora="adapter", mm=(MultimodalItem("img-1", 100, 900), MultimodalItem("img-2", 5000, 40)))
+    mm = tuple((m.identifier, m.offset, m.length) for m in extras.mm)
+    expected = vllm_reference(ids, block_size, "0", lora="adapter", mm=mm, salt="tenant-7")
+    assert list(block_keys(ids, spec, extras).keys) == expected
+    assert list(block_keys(ids + [2**40] * block_size, spec, extras).keys[:-1]) == expected  # uint64 path
+    assert list(block_keys(ids, KeySpec("vllm", block_size, hash_seed="0")).keys) == vllm_reference(ids, block_size, "0")
+
+
+def test_vllm_mode_without_numpy_gives_the_same_keys(monkeypatch):
+    ids = _long_prompt(2 * cache_keys.NUMPY_MIN_TOKENS)
+    spec = KeySpec("vllm", 64, salt="s", hash_seed="3")
+    expected = vllm_reference(ids, 64, "3", salt="s")
+    monkeypatch.setattr(cache_keys, "_numpy", lambda: None)
+    assert list(block_keys(ids, spec).keys) == expected
 
 
 @settings(max_examples=150)
