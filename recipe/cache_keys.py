@@ -12,7 +12,8 @@ keys a store holds. Two schemes (byte layouts in ``docs/cache-keys.md``):
 * ``vllm`` — vLLM v1 ``sha256_cbor``: ``sha256(cbor((parent, tuple(ids), extra_keys)))`` with the
   root ``sha256(cbor(PYTHONHASHSEED))`` and vLLM's extra keys (LoRA name on every block,
   ``(mm identifier, offset in block)`` for multimodal items overlapping the block, ``cache_salt`` on
-  the first block only, prompt-embeds digests), built without cbor2 and byte-identical to it.
+  the first block only, prompt-embeds digests), built without cbor2 and byte-identical to it
+  (long prompts are encoded with numpy when it is installed; optional, same bytes without it).
 
 Keys are computed incrementally with :class:`KeyChain` (append ids, get the new full-block keys).
 """
@@ -369,8 +370,8 @@ class _Scheme:
 SCHEMES: dict[str, _Scheme] = {
     "native": _Scheme("native-sha256/1", lambda s: _native_root(s, 32), _native_chain(hashlib.sha256, False),
                       _native_tail, "I", True),
-    "native-xxh3": _Scheme("native-xxh3-128/1", lambda s: _native_root(s, 16), _native_chain(xxhash.xxh3_128_digest, True),
-                           _native_tail, "I", True),
+    "native-xxh3": _Scheme("native-xxh3-128/1", lambda s: _native_root(s, 16),
+                           _native_chain(xxhash.xxh3_128_digest, True), _native_tail, "I", True),
     "vllm": _Scheme("vllm-sha256-cbor/1", _vllm_root, _vllm_chain, _vllm_tail, "Q", False),
 }
 
