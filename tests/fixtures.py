@@ -1,4 +1,4 @@
-"""Paths and loaders for the copied conformance data in fixtures/ (tests never read ../shared)."""
+"""Paths and loaders for the conformance data copied into fixtures/ (tests read only the project's own files)."""
 
 from __future__ import annotations
 
