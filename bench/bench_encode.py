@@ -23,31 +23,13 @@ import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import deepseek_recipe as dr  # noqa: E402
+import anchor  # noqa: E402
 from gen import agentic_request, next_request, short_request  # noqa: E402
+from timing import median_seconds as _median  # noqa: E402
 
 from recipe.pipeline import prepare  # noqa: E402
 from recipe.prompt import SegmentCache  # noqa: E402
-from recipe.tokenizer import default_tokenizer_path, load_tokenizer  # noqa: E402
-
-
-def _theirs_setup():
-    opts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
-    enc = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(str(default_tokenizer_path())))
-
-    def run(body: str) -> list[int]:
-        return list(enc.encode(dr.ChatCompletionRequest(body).convert(opts).conversation))
-
-    return run
-
-
-def _median(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from recipe.tokenizer import load_tokenizer  # noqa: E402
 
 
 def _fmt(seconds: float) -> str:
@@ -61,7 +43,7 @@ def main() -> None:
     n_short, n_long = (300, 5) if args.quick else (2000, 15)
 
     tok = load_tokenizer()
-    theirs = _theirs_setup()
+    theirs = anchor.encoder("ChatCompletionRequest")
     short = json.dumps(short_request())
     long_req = agentic_request()
     long_body = json.dumps(long_req)

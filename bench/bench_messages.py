@@ -16,21 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import deepseek_recipe as dr  # noqa: E402
+import anchor  # noqa: E402
 from gen import agentic_request, short_request  # noqa: E402
+from timing import median_seconds as _median  # noqa: E402
 
 from recipe.api.messages import messages_to_conversation, parse_messages_request  # noqa: E402
 from recipe.encodings.deepseek_v4.render import render  # noqa: E402
 from recipe.options import DEFAULT_OPTIONS  # noqa: E402
 from recipe.prompt import encode_prompt  # noqa: E402
-from recipe.tokenizer import default_tokenizer_path, load_tokenizer  # noqa: E402
+from recipe.tokenizer import load_tokenizer  # noqa: E402
 
 
 def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
@@ -80,31 +79,12 @@ def _ours(tok):
     return run
 
 
-def _theirs():
-    opts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
-    enc = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(str(default_tokenizer_path())))
-
-    def run(body: str) -> list[int]:
-        return list(enc.encode(dr.MessagesRequest(body).convert(opts).conversation))
-
-    return run
-
-
-def _median(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     n_short, n_long = (300, 5) if args.quick else (2000, 15)
-    ours, theirs = _ours(load_tokenizer()), _theirs()
+    ours, theirs = _ours(load_tokenizer()), anchor.encoder("MessagesRequest")
     rows = []
     for name, chat, n in (("(a) short Messages request", short_request(), n_short), ("(b) long agentic, cold", agentic_request(), n_long)):
         body = json.dumps(to_messages(chat))

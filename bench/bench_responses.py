@@ -16,21 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import deepseek_recipe as dr  # noqa: E402
+import anchor  # noqa: E402
 from gen import agentic_request  # noqa: E402
+from timing import median_seconds as _median  # noqa: E402
 
 from recipe.api.responses import parse_responses_request, responses_to_conversation  # noqa: E402
 from recipe.encodings.deepseek_v4.render import render  # noqa: E402
 from recipe.options import DEFAULT_OPTIONS  # noqa: E402
 from recipe.prompt import encode_prompt  # noqa: E402
-from recipe.tokenizer import default_tokenizer_path, load_tokenizer  # noqa: E402
+from recipe.tokenizer import load_tokenizer  # noqa: E402
 
 
 def short_request() -> dict[str, Any]:
@@ -60,21 +59,11 @@ def agentic_responses_request() -> dict[str, Any]:
     return {"model": "deepseek-v4-pro", "instructions": instructions, "input": items, "tools": tools, "reasoning": {"effort": "high"}}
 
 
-def _median(fn, n: int) -> float:
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    opts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
-    enc = dr.DeepseekV4Encoding().with_tokenizer(dr.Tokenizer.from_file(str(default_tokenizer_path())))
+    dr, opts, enc = anchor.dr, anchor.options(), anchor.encoding()
     tok = load_tokenizer()
 
     def ours_convert(body: str):

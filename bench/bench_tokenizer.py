@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import time
 from collections.abc import Callable
+
+from timing import median_seconds
 
 from recipe.tokenizer import default_tokenizer_path, load_tokenizer
 
@@ -55,15 +56,6 @@ def mixed_text(size: int, seed: int = 20250417) -> str:
         parts.append(piece)
         total += len(piece.encode("utf-8"))
     return "".join(parts)
-
-
-def _median_seconds(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'tokenizer':<28} {'build s':>8} {'median s':>9} {'MB/s':>7} {'Mtok/s':>7} {'x slower than recipe':>21}")
     anchor = None
     for name, fn in candidates.items():
-        med = _median_seconds(fn, args.repeat)
+        med = median_seconds(fn, args.repeat)
         anchor = anchor or med
         print(f"{name:<28} {build[name]:>8.2f} {med:>9.4f} {nbytes / med / 1e6:>7.2f} {len(reference) / med / 1e6:>7.2f} {med / anchor:>21.2f}")
     return 0
