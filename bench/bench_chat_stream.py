@@ -10,24 +10,13 @@ deepseek-recipe (the anchor) is optional: without it only our numbers are printe
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_stream import TOOLS, one_block_ids, think_ids, tool_ids  # noqa: E402
-
-from recipe.completion import CompletionStream  # noqa: E402
-from recipe.pipeline import prepare  # noqa: E402
-from recipe.tokenizer import default_tokenizer_path, load_tokenizer  # noqa: E402
-
-try:
-    import deepseek_recipe as dr
-except ImportError:  # pragma: no cover
-    dr = None
+from bench_stream import TOOLS  # noqa: E402
+from stream_bench import StreamBench, frame_data, main  # noqa: E402
 
 
 def request(thinking: bool, tools: bool) -> dict:
@@ -38,79 +27,12 @@ def request(thinking: bool, tools: bool) -> dict:
     return body
 
 
-def run_ours(prep, ids: list[int], per_token: bool) -> tuple[float, int]:
-    t0 = time.perf_counter()
-    cs = CompletionStream(prep, seed=0, created=1, prompt_tokens=10, model="m", response_id="chatcmpl-x")
-    n = 0
-    sse = cs.sse
-    if per_token:
-        push = cs.push
-        for i in ids:
-            n += len(sse(push((i,))))
-    else:
-        n += len(sse(cs.push(ids)))
-    n += len(sse(cs.finish("stop")))
-    return time.perf_counter() - t0, n
-
-
-def _anchor_setup(body: dict):
-    opts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
-    req = dr.ChatCompletionRequest(body)
-    return req, req.convert(opts)
-
-
-def run_theirs(tok, body: dict, ids: list[int], per_token: bool) -> tuple[float, int]:
-    req, cr = _anchor_setup(body)
-    t0 = time.perf_counter()
-    sp = dr.StreamProcessor(req.chunk_generator(cr, "chatcmpl-x", "m"), cr.parsing_options, tok)
-    n = 0
-
-    def frame(chunks) -> int:
-        return len(b"".join([b"data: " + c.to_json().encode() + b"\n\n" for c in chunks]))
-
-    n += frame(sp.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=10))))
-    if per_token:
-        push, tokens = sp.push, dr.InferenceChunk.tokens
-        for i in ids:
-            if sp.finished:
-                break
-            n += frame(push(tokens([i])))
-    else:
-        n += frame(sp.push(dr.InferenceChunk.tokens(ids)))
-    if not sp.finished:
-        n += frame(sp.push(dr.InferenceChunk.finish(dr.InferenceFinishReason.Stop)))
-    n += frame(sp.finish())
-    n += len(b"data: [DONE]\n\n")
-    return time.perf_counter() - t0, n
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=5)
-    args = ap.parse_args()
-    tok = load_tokenizer()
-    dtok = dr.Tokenizer.from_file(str(default_tokenizer_path())) if dr else None
-    outputs = {"think20k": (request(True, False), think_ids(tok)), "tools": (request(False, True), tool_ids(tok)),
-               "oneblock": (request(False, True), one_block_ids(tok))}
-    print(f"{'output':9} {'push':4} {'tokens':>6} | {'ours ms':>8} {'tok/s':>9} {'bytes':>8} | "
-          f"{'theirs ms':>9} {'tok/s':>9} {'bytes':>8} | {'theirs/ours':>11}")
-    for name, (body, ids) in outputs.items():
-        prep = prepare(body)
-        for per_token in (True, False):
-            ours = [run_ours(prep, ids, per_token) for _ in range(args.reps)]
-            o_ms = statistics.median(t for t, _ in ours) * 1e3
-            line = (f"{name:9} {'one' if per_token else 'all':4} {len(ids):6} | {o_ms:8.1f} "
-                    f"{len(ids) / o_ms * 1e3:9.0f} {ours[0][1]:8} | ")
-            if dr is not None:
-                theirs = [run_theirs(dtok, body, ids, per_token) for _ in range(args.reps)]
-                t_ms = statistics.median(t for t, _ in theirs) * 1e3
-                line += f"{t_ms:9.1f} {len(ids) / t_ms * 1e3:9.0f} {theirs[0][1]:8} | {t_ms / o_ms:11.2f}"
-            else:
-                line += "(deepseek-recipe not installed)"
-            print(line, flush=True)
-    print(f"medians of {args.reps} runs; bytes = SSE bytes produced (theirs stops parsing after the first "
-          "tool block, so tool outputs differ in size)")
+BENCH = StreamBench(
+    api="chat", request=request, response_id="chatcmpl-x", anchor_request="ChatCompletionRequest",
+    anchor_frame=frame_data, anchor_trailer=b"data: [DONE]\n\n",
+    note="(theirs stops parsing after the first tool block, so tool outputs differ in size)",
+)
 
 
 if __name__ == "__main__":
-    main()
+    main(BENCH, __doc__)

@@ -21,14 +21,12 @@ import json
 import statistics
 import time
 
+import anchor
+from anchor import dr
+
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.output import OutputParser
-from recipe.tokenizer import default_tokenizer_path, load_tokenizer
-
-try:
-    import deepseek_recipe as dr
-except ImportError:  # pragma: no cover
-    dr = None
+from recipe.tokenizer import load_tokenizer
 
 WORDS = ["the", "model", "considers", "each", "option", "carefully,", "weighing", "3", "trade-offs;", "then", "it", "writes", "code:", "def", "f(x):", "return", "x", "*", "2", "#", "中文", "测试", "ünïcödé", "and", "a", "few", "more", "words", "to", "vary", "the", "text"]
 
@@ -173,9 +171,9 @@ def main() -> None:
         "think20k": (think_ids(tok), think_opts, (True, False)),
         "tools": (tool_ids(tok), tool_opts, (False, True)),
     }
-    dtok = dr.Tokenizer.from_file(str(default_tokenizer_path())) if dr else None
+    dtok = anchor.tokenizer() if dr else None
     if dr:
-        ropts = dr.ConversionOptions().with_model_alias("deepseek-v4-pro", dr.ModelVersion.DeepseekV4Pro)
+        ropts = anchor.options()
     print(f"{len(cases['tools'][0])} ids in 'tools', {len(cases['think20k'][0])} in 'think20k'; medians of {args.reps}, "
           "ours and anchor runs interleaved; [min-max] over the reps; ratio = ours/anchor of the medians, "
           "best = of the fastest runs")

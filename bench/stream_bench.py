@@ -1,0 +1,159 @@
+"""The full output path benchmark shared by bench_chat_stream.py, bench_responses_stream.py and
+bench_messages_stream.py: recipe (parser + API encoder + SSE framing, ``CompletionStream``) vs
+deepseek-recipe (``StreamProcessor`` + the API's chunk generator + ``to_json`` + the same SSE framing)
+on the token ids of bench/bench_stream.py, fed one id per push and all at once.
+
+A script describes its API with a :class:`StreamBench` and calls :func:`main`; the table it prints
+has one row per (output, push mode): medians (ms, tokens/s), SSE bytes and the ratio theirs/ours
+(> 1 means we are faster). deepseek-recipe (the anchor) is optional: without it only our numbers are
+printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import anchor
+from anchor import dr
+from bench_stream import one_block_ids, think_ids, tool_ids
+
+from recipe.completion import CompletionStream
+from recipe.pipeline import prepare
+from recipe.tokenizer import load_tokenizer
+
+
+def frame_data(chunks: Iterable[Any]) -> int:
+    """Bytes of ``data: JSON\\n\\n`` for each anchor chunk (Chat Completions framing)."""
+    return len(b"".join([b"data: " + c.to_json().encode() + b"\n\n" for c in chunks]))
+
+
+def frame_events(events: Iterable[Any]) -> int:
+    """Bytes of ``event: NAME\\ndata: JSON\\n\\n`` for each anchor event (Responses / Messages framing);
+    the name is read from the JSON's leading ``{"type":"NAME"`` (to_json always starts so), without
+    parsing it."""
+    out = []
+    for e in events:
+        s = e.to_json()
+        out.append(b"event: " + s[9:s.index('"', 9)].encode() + b"\ndata: " + s.encode() + b"\n\n")
+    return len(b"".join(out))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamBench:
+    """What one API's stream benchmark sets.
+
+    Attributes:
+        api: ``prepare``'s API name (``chat`` | ``responses`` | ``messages``).
+        request: ``(thinking, tools) -> streaming request body`` declaring bench_stream.TOOLS.
+        response_id: the id both sides put in their payloads.
+        anchor_request: deepseek-recipe's request class name (``ChatCompletionRequest`` …).
+        anchor_frame: SSE bytes of a list of anchor chunks (:func:`frame_data` / :func:`frame_events`).
+        anchor_trailer: bytes the anchor's stream ends with beyond its chunks (Chat ``data: [DONE]``).
+        anchor_echo: the anchor's chunk generator echoes the request (Responses: ``with_echo``).
+        block_name: the row name of bench_stream.one_block_ids's output.
+        interleaved: ours and the anchor's runs alternate (else all of ours, then all of theirs).
+        note: the table's footer after ``medians of N runs; bytes = SSE bytes produced``.
+    """
+
+    api: str
+    request: Callable[[bool, bool], dict]
+    response_id: str
+    anchor_request: str
+    anchor_frame: Callable[[Iterable[Any]], int]
+    anchor_trailer: bytes = b""
+    anchor_echo: bool = False
+    block_name: str = "oneblock"
+    interleaved: bool = False
+    note: str = ""
+
+
+def run_ours(spec: StreamBench, prep: Any, ids: list[int], per_token: bool) -> tuple[float, int]:
+    """One run of our stream over ``ids``: (seconds, SSE bytes), stream construction included."""
+    t0 = time.perf_counter()
+    cs = CompletionStream(prep, seed=0, created=1, prompt_tokens=10, model="m", response_id=spec.response_id)
+    sse = cs.sse
+    n = len(sse(cs.start()))
+    if per_token:
+        push = cs.push
+        for i in ids:
+            n += len(sse(push((i,))))
+    else:
+        n += len(sse(cs.push(ids)))
+    n += len(sse(cs.finish("stop")))
+    return time.perf_counter() - t0, n
+
+
+def run_theirs(spec: StreamBench, tok: Any, body: dict, ids: list[int], per_token: bool) -> tuple[float, int]:
+    """One run of the anchor over ``ids`` (request conversion untimed): (seconds, SSE bytes).
+    Pushes stop once the anchor says it finished (after its first tool block)."""
+    req = getattr(dr, spec.anchor_request)(body)
+    echo = req.echo() if spec.anchor_echo else None
+    cr = req.convert(anchor.options())
+    frame = spec.anchor_frame
+    t0 = time.perf_counter()
+    gen = req.chunk_generator(cr, spec.response_id, "m")
+    if echo is not None:
+        gen = gen.with_echo(echo)
+    sp = dr.StreamProcessor(gen, cr.parsing_options, tok)
+    n = frame(sp.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=10))))
+    if per_token:
+        push, tokens = sp.push, dr.InferenceChunk.tokens
+        for i in ids:
+            if sp.finished:
+                break
+            n += frame(push(tokens([i])))
+    else:
+        n += frame(sp.push(dr.InferenceChunk.tokens(ids)))
+    if not sp.finished:
+        n += frame(sp.push(dr.InferenceChunk.finish(dr.InferenceFinishReason.Stop)))
+    n += frame(sp.finish())
+    n += len(spec.anchor_trailer)
+    return time.perf_counter() - t0, n
+
+
+def _runs(spec: StreamBench, reps: int, prep: Any, dtok: Any, body: dict, ids: list[int],
+          per_token: bool) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+    ours: list[tuple[float, int]] = []
+    theirs: list[tuple[float, int]] = []
+    if spec.interleaved:
+        for _ in range(reps):  # interleaved, so both sides see the same machine load
+            ours.append(run_ours(spec, prep, ids, per_token))
+            if dr is not None:
+                theirs.append(run_theirs(spec, dtok, body, ids, per_token))
+    else:
+        ours = [run_ours(spec, prep, ids, per_token) for _ in range(reps)]
+        if dr is not None:
+            theirs = [run_theirs(spec, dtok, body, ids, per_token) for _ in range(reps)]
+    return ours, theirs
+
+
+def main(spec: StreamBench, doc: str) -> None:
+    """The command line (``[--reps N]``, default 5; ``doc``'s first line is its description) and the table."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    tok = load_tokenizer()
+    dtok = anchor.tokenizer() if dr else None
+    outputs = {"think20k": (spec.request(True, False), think_ids(tok)), "tools": (spec.request(False, True), tool_ids(tok)),
+               spec.block_name: (spec.request(False, True), one_block_ids(tok))}
+    print(f"{'output':9} {'push':4} {'tokens':>6} | {'ours ms':>8} {'tok/s':>9} {'bytes':>8} | "
+          f"{'theirs ms':>9} {'tok/s':>9} {'bytes':>8} | {'theirs/ours':>11}")
+    for name, (body, ids) in outputs.items():
+        prep = prepare(body, spec.api)
+        for per_token in (True, False):
+            ours, theirs = _runs(spec, args.reps, prep, dtok, body, ids, per_token)
+            o_ms = statistics.median(t for t, _ in ours) * 1e3
+            line = (f"{name:9} {'one' if per_token else 'all':4} {len(ids):6} | {o_ms:8.1f} "
+                    f"{len(ids) / o_ms * 1e3:9.0f} {ours[0][1]:8} | ")
+            if dr is not None:
+                t_ms = statistics.median(t for t, _ in theirs) * 1e3
+                line += f"{t_ms:9.1f} {len(ids) / t_ms * 1e3:9.0f} {theirs[0][1]:8} | {t_ms / o_ms:11.2f}"
+            else:
+                line += "(deepseek-recipe not installed)"
+            print(line, flush=True)
+    print(f"medians of {args.reps} runs; bytes = SSE bytes produced {spec.note}")
