@@ -4,23 +4,19 @@ and deepseek-recipe (test oracle) runs of the same output."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from recipe.completion import CompletionStream, response
-from recipe.pipeline import prepare
+import output_parity_support as shared
+from output_parity_support import call_id, int_time, recorded_rows, structural_copy
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "api" / "completions.jsonl"
-CALL_ID = re.compile(r"^call_\d\d_[A-Za-z0-9]{20}\d{4}$")
+from recipe.completion import response
+from recipe.pipeline import prepare
 
 
 def chat_rows() -> list[dict[str, Any]]:
     """The Chat Completions rows of deepseek-recipe 0.2.0's recorded completions."""
-    with open(FIX, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r for r in rows if r["api"] == "chat"]
+    return recorded_rows("chat")
 
 
 def recording_kwargs(row: dict[str, Any], seed: int = 11) -> dict[str, Any]:
@@ -36,36 +32,22 @@ def recording_kwargs(row: dict[str, Any], seed: int = 11) -> dict[str, Any]:
     )
 
 
-def stream_payloads(body: dict[str, Any], chunks: Sequence[Sequence[int]], finish: str, **kw: Any) -> list[dict[str, Any]]:
-    """Our payloads for ``chunks`` of completion ids pushed in order, then finish."""
-    cs = CompletionStream(prepare(body), **kw)
-    out: list[dict[str, Any]] = []
-    for c in chunks:
-        out += cs.push(c)
-    out += cs.finish(finish)
-    return out
+def stream_payloads(body: dict[str, Any], chunks: Sequence[Any], finish: str, **kw: Any) -> list[dict[str, Any]]:
+    """Our payloads for ``chunks`` (lists of completion ids, or decoded strings of 1 token each)
+    pushed in order, then finish; the first push emits the role chunk."""
+    return shared.stream_payloads(prepare(body), chunks, finish, start=False, **kw)
 
 
 def our_response(body: dict[str, Any], ids: Sequence[int], finish: str, **kw: Any) -> dict[str, Any]:
     return response(prepare(body), ids, finish=finish, **kw)
 
 
+_STRUCTURAL = {"created": int_time, "id": call_id}
+
+
 def structural(obj: Any) -> Any:
     """Copy of ``obj`` with call ids checked and replaced by ``CALL``, ``created`` checked and set to 0."""
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if k == "created":
-                assert type(v) is int, v
-                v = 0
-            elif k == "id" and isinstance(v, str) and v.startswith("call_"):
-                assert CALL_ID.match(v), v
-                v = "CALL"
-            out[k] = structural(v)
-        return out
-    if isinstance(obj, list):
-        return [structural(v) for v in obj]
-    return obj
+    return structural_copy(obj, _STRUCTURAL)
 
 
 def segments(payloads: Sequence[dict[str, Any]]) -> list[tuple]:
@@ -160,31 +142,5 @@ def oracle_run(body: dict[str, Any], chunks: Sequence[Any], finish: str = "stop"
                prompt: int = 20, cached: int = 5, fp: str | None = "fp_test") -> tuple[list[dict], dict]:
     """deepseek-recipe's chunks (``to_json`` of each) and accumulated response for the same output.
     ``chunks``: lists of ids (token mode) or strings (text mode, 1 token each)."""
-    import deepseek_recipe as dr
-
-    from oracle import options
-    from recipe.tokenizer import default_tokenizer_path
-
-    fin = {"stop": dr.InferenceFinishReason.Stop, "length": dr.InferenceFinishReason.Length,
-           "content_filter": dr.InferenceFinishReason.ContentFilter}
-    tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
-    req = dr.ChatCompletionRequest(body)
-    cr = req.convert(options())
-    sp = dr.StreamProcessor(req.chunk_generator(cr, "chatcmpl-test", "m"), cr.parsing_options, tok)
-    out = list(sp.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=prompt, prompt_cache_hit_tokens=cached),
-                                                system_fingerprint=fp)))
-    for k, c in enumerate(chunks):
-        if sp.finished:
-            break
-        if isinstance(c, str):
-            out += sp.push(dr.InferenceChunk.text(c, 1))
-        else:
-            out += sp.push(dr.InferenceChunk.tokens(list(c), logprobs[k] if logprobs else None))
-    if not sp.finished:
-        out += sp.push(dr.InferenceChunk.finish(fin[finish]))
-    out += sp.finish()
-    acc = dr.ChatCompletionResponse("chatcmpl-test", "m", 1700000000, prompt, cached)
-    payloads = [json.loads(c.to_json()) for c in out]
-    for c in out:
-        acc.accumulate(c)
-    return payloads, json.loads(acc.to_json())
+    return shared.oracle_run("chat", body, chunks, finish, response_id="chatcmpl-test", prompt=prompt, cached=cached,
+                             logprobs=logprobs, fp=fp, accumulator="ChatCompletionResponse")

@@ -9,7 +9,6 @@ asserted explicitly so the table cannot go stale.
 from __future__ import annotations
 
 import pytest
-
 from chat_output_support import (
     accumulate_chunks,
     chat_rows,
@@ -20,33 +19,16 @@ from chat_output_support import (
     stream_payloads,
     structural,
 )
+from output_parity_support import DEVIATIONS, refines, without_recorded_notes
+from output_support import decoded_pieces
 
 ROWS = chat_rows()
 IDS = [r["scenario"] for r in ROWS]
-
-#: scenario -> deliberate deviations visible in its Chat stream (docs/streaming.md, "Deviations").
-DEVIATIONS = {
-    "think_tool": {"argument_fragments"},
-    "two_tools": {"argument_fragments"},
-    "no_params": {"argument_fragments"},
-    "required_choice": {"argument_fragments"},
-    "utf8_split": {"utf8_prefix"},
-    "no_think_end": {"notes"},
-}
 
 
 def test_every_chat_scenario_is_present():
     assert len(ROWS) == 11
     assert set(DEVIATIONS) <= set(IDS)
-
-
-def _strip_notes(obj: dict, scenario: str, expect: list[str]) -> dict:
-    """Assert the ``recipe.notes`` deviation is there exactly when documented, then drop it."""
-    if "notes" in DEVIATIONS.get(scenario, ()):
-        assert obj.get("recipe") == {"notes": expect}
-        return {k: v for k, v in obj.items() if k != "recipe"}
-    assert "recipe" not in obj
-    return obj
 
 
 def _is_args(p: dict) -> bool:
@@ -58,19 +40,6 @@ def _pieces(payloads: list[dict]) -> list[str]:
     return [p["choices"][0]["delta"]["content"] for p in payloads[1:-1] if p["choices"][0]["delta"].get("content")]
 
 
-def _refines(fine: list[str], coarse: list[str]) -> bool:
-    """Every boundary of ``coarse`` is a boundary of ``fine`` and the texts are the same."""
-    cuts_f, cuts_c, n = set(), set(), 0
-    for s in fine:
-        n += len(s)
-        cuts_f.add(n)
-    n = 0
-    for s in coarse:
-        n += len(s)
-        cuts_c.add(n)
-    return "".join(fine) == "".join(coarse) and cuts_c <= cuts_f
-
-
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_recorded_stream_one_id_per_push(row):
     ours = stream_payloads(row["request"], [[i] for i in row["completion_token_ids"]], row["backend_finish"],
@@ -78,7 +47,7 @@ def test_recorded_stream_one_id_per_push(row):
     want = [e["data"] for e in row["events"]]
     assert all(e["event"] is None for e in row["events"])
     dev = DEVIATIONS.get(row["scenario"], set())
-    ours[-1] = _strip_notes(ours[-1], row["scenario"], ["unclosed_reasoning"])
+    ours[-1] = without_recorded_notes(ours[-1], row["scenario"], ["unclosed_reasoning"])
     # same merged content: texts, call headers, argument JSON per call, final chunk (usage included)
     assert segments(ours) == segments(want)
     s_ours, s_want = structural(ours), structural(want)
@@ -90,7 +59,7 @@ def test_recorded_stream_one_id_per_push(row):
     elif "utf8_prefix" in dev:
         # deviation: the decodable prefix of a token ending in a split code point is sent at once
         assert s_ours != s_want
-        assert _refines(_pieces(ours), _pieces(want))
+        assert refines(_pieces(ours), _pieces(want))
         assert s_ours[0] == s_want[0] and s_ours[-1] == s_want[-1]
     else:
         assert s_ours == s_want
@@ -108,7 +77,7 @@ def test_recorded_accumulated_response(row, how):
         ours = accumulate_chunks(chunks)
     else:
         ours = our_response(row["request"], ids, row["backend_finish"], **kw)
-    ours = _strip_notes(ours, row["scenario"], ["unclosed_reasoning"])
+    ours = without_recorded_notes(ours, row["scenario"], ["unclosed_reasoning"])
     want = structural(row["accumulated"])
     assert structural(ours) == want
 
@@ -120,7 +89,7 @@ def test_all_at_once_vs_oracle(row):
     o_chunks, o_acc = oracle_run(row["request"], [ids], row["backend_finish"])
     kw = recording_kwargs(row)
     ours_chunks = stream_payloads(row["request"], [ids], row["backend_finish"], **kw)
-    ours_chunks[-1] = _strip_notes(ours_chunks[-1], row["scenario"], ["unclosed_reasoning"])
+    ours_chunks[-1] = without_recorded_notes(ours_chunks[-1], row["scenario"], ["unclosed_reasoning"])
     assert segments(ours_chunks) == segments(o_chunks)
     assert structural(accumulate_chunks(ours_chunks)) == structural(o_acc)
     if row["scenario"] == "stop_seq":
@@ -134,18 +103,8 @@ def test_all_at_once_vs_oracle(row):
 def test_text_pieces_vs_oracle(row):
     """Text mode (``push_text`` one decoded piece per token) against the oracle's text chunks."""
     pytest.importorskip("deepseek_recipe")
-    from recipe.completion import CompletionStream
-    from recipe.pipeline import prepare
-    from recipe.tokenizer import load_tokenizer
-
-    dec = load_tokenizer().incremental_decoder()
-    pieces = [dec.push(i) for i in row["completion_token_ids"]]
-    pieces[-1] += dec.flush()
+    pieces = decoded_pieces(row["completion_token_ids"])
     _, o_acc = oracle_run(row["request"], pieces, row["backend_finish"])
-    cs = CompletionStream(prepare(row["request"]), **recording_kwargs(row))
-    out = []
-    for p in pieces:
-        out += cs.push_text(p, 1)
-    out += cs.finish(row["backend_finish"])
-    acc = _strip_notes(accumulate_chunks(out), row["scenario"], ["unclosed_reasoning"])
+    out = stream_payloads(row["request"], pieces, row["backend_finish"], **recording_kwargs(row))
+    acc = without_recorded_notes(accumulate_chunks(out), row["scenario"], ["unclosed_reasoning"])
     assert structural(acc) == structural(o_acc)
