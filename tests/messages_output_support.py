@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from recipe.completion import CompletionStream, response
-from recipe.pipeline import prepare
-from recipe.tokenizer import load_tokenizer
+import output_parity_support as shared
+from output_parity_support import call_id, recorded_rows, structural_copy
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "api" / "completions.jsonl"
-CALL_ID = re.compile(r"^call_\d\d_[A-Za-z0-9]{20}\d{4}$")
+from recipe.completion import response
+from recipe.pipeline import prepare
+
 USER = [{"role": "user", "content": "Weather in Paris?"}]
 TOOLS = [
     {"name": "get_w", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}},
@@ -26,9 +24,7 @@ TOOLS = [
 
 def messages_rows() -> list[dict[str, Any]]:
     """The Messages rows of deepseek-recipe 0.2.0's recorded completions."""
-    with open(FIX, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r for r in rows if r["api"] == "messages"]
+    return recorded_rows("messages")
 
 
 def body(thinking: bool = False, **kw: Any) -> dict[str, Any]:
@@ -41,10 +37,6 @@ def body(thinking: bool = False, **kw: Any) -> dict[str, Any]:
     return b
 
 
-def ids_of(text: str) -> list[int]:
-    return load_tokenizer().encode_with_special_tokens(text)
-
-
 def recording_kwargs(row: dict[str, Any] | None = None, seed: int = 11) -> dict[str, Any]:
     """CompletionStream arguments matching the recordings (id, model echo, prompt 20 / cached 5)."""
     pu = row["prompt_usage"] if row else {"prompt_tokens": 20, "prompt_cache_hit_tokens": 5}
@@ -52,33 +44,22 @@ def recording_kwargs(row: dict[str, Any] | None = None, seed: int = 11) -> dict[
                 response_id="msg_test", model="m", seed=seed)
 
 
-def stream_payloads(req: dict[str, Any], chunks: Sequence[Sequence[int]], finish: str, **kw: Any) -> list[dict[str, Any]]:
-    """Our events for ``chunks`` of completion ids pushed in order, then finish."""
-    cs = CompletionStream(prepare(req, "messages"), **kw)
-    out = cs.start()
-    for c in chunks:
-        out += cs.push(c)
-    out += cs.finish(finish)
-    return out
+def stream_payloads(req: dict[str, Any], chunks: Sequence[Any], finish: str, **kw: Any) -> list[dict[str, Any]]:
+    """Our events (``start`` first) for ``chunks`` (lists of completion ids, or decoded strings of 1
+    token each) pushed in order, then finish."""
+    return shared.stream_payloads(prepare(req, "messages"), chunks, finish, start=True, **kw)
 
 
 def our_response(req: dict[str, Any], ids: Sequence[int], finish: str, **kw: Any) -> dict[str, Any]:
     return response(prepare(req, "messages"), ids, finish=finish, **kw)
 
 
+_STRUCTURAL = {"id": call_id}
+
+
 def structural(obj: Any) -> Any:
     """Copy of ``obj`` with tool-use ids checked against the ``call_NN_…`` pattern and replaced by ``CALL``."""
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if k == "id" and isinstance(v, str) and v.startswith("call_"):
-                assert CALL_ID.match(v), v
-                v = "CALL"
-            out[k] = structural(v)
-        return out
-    if isinstance(obj, list):
-        return [structural(v) for v in obj]
-    return obj
+    return structural_copy(obj, _STRUCTURAL)
 
 
 _DELTA_FOR = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "thinking",
@@ -180,33 +161,6 @@ def oracle_run(req: dict[str, Any], chunks: Sequence[Any], finish: str = "stop",
                signature: str | None = None) -> tuple[list[dict], dict]:
     """deepseek-recipe's events (``to_json`` of each) and accumulated message for the same output.
     ``chunks``: lists of ids (token mode) or strings (text mode, 1 token each)."""
-    import deepseek_recipe as dr
-
-    from oracle import options
-    from recipe.tokenizer import default_tokenizer_path
-
-    fin = {"stop": dr.InferenceFinishReason.Stop, "length": dr.InferenceFinishReason.Length,
-           "content_filter": dr.InferenceFinishReason.ContentFilter}
-    tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
-    r = dr.MessagesRequest(req)
-    cr = r.convert(options())
-    gen = r.chunk_generator(cr, "msg_test", "m")
-    if signature is not None:
-        gen = gen.with_signature(signature)
-    sp = dr.StreamProcessor(gen, cr.parsing_options, tok)
-    out = list(sp.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=prompt, prompt_cache_hit_tokens=cached))))
-    for c in chunks:
-        if sp.finished:
-            break
-        if isinstance(c, str):
-            out += sp.push(dr.InferenceChunk.text(c, 1))
-        else:
-            out += sp.push(dr.InferenceChunk.tokens(list(c)))
-    if not sp.finished:
-        out += sp.push(dr.InferenceChunk.finish(fin[finish]))
-    out += sp.finish()
-    acc = dr.MessagesResponse("msg_test", "m", 1700000000, prompt, cached)
-    payloads = [json.loads(c.to_json()) for c in out]
-    for c in out:
-        acc.accumulate(c)
-    return payloads, json.loads(acc.to_json())
+    decorate = None if signature is None else (lambda _req, gen: gen.with_signature(signature))
+    return shared.oracle_run("messages", req, chunks, finish, response_id="msg_test", prompt=prompt, cached=cached,
+                             decorate=decorate, accumulator="MessagesResponse")

@@ -12,7 +12,8 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from messages_output_support import TOOLS, body, fold, ids_of, messages_rows, parse_sse
+from messages_output_support import TOOLS, body, fold, messages_rows, parse_sse
+from output_parity_support import ids_of
 from recipe.completion import CompletionStream, response
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer

@@ -8,12 +8,10 @@ except the deviations listed in DEVIATIONS (docs/streaming.md), each asserted ex
 from __future__ import annotations
 
 import pytest
-
 from messages_output_support import (
     TOOLS,
     body,
     fold,
-    ids_of,
     messages_rows,
     oracle_run,
     our_response,
@@ -21,20 +19,17 @@ from messages_output_support import (
     stream_payloads,
     structural,
 )
-from recipe.tokenizer import load_tokenizer
+from output_parity_support import (
+    DEVIATIONS,
+    ids_of,
+    refines,
+    without_notes,
+    without_recorded_notes,
+)
+from output_support import decoded_pieces
 
 ROWS = messages_rows()
 IDS = [r["scenario"] for r in ROWS]
-
-#: scenario -> deliberate deviations visible in its Messages stream (docs/streaming.md).
-DEVIATIONS = {
-    "think_tool": {"argument_fragments"},
-    "two_tools": {"argument_fragments"},
-    "no_params": {"argument_fragments"},
-    "required_choice": {"argument_fragments"},
-    "utf8_split": {"utf8_prefix"},
-    "no_think_end": {"notes"},
-}
 
 
 def test_every_messages_scenario_is_present():
@@ -42,15 +37,6 @@ def test_every_messages_scenario_is_present():
     assert set(DEVIATIONS) <= set(IDS)
     stops = {r["accumulated"]["stop_reason"] for r in ROWS}
     assert stops == {"end_turn", "tool_use", "max_tokens", "refusal", "stop_sequence"}
-
-
-def _strip_notes(obj: dict, scenario: str, expect: list[str]) -> dict:
-    """Assert the ``recipe.notes`` deviation is there exactly when documented, then drop it."""
-    if "notes" in DEVIATIONS.get(scenario, ()):
-        assert obj.get("recipe") == {"notes": expect}
-        return {k: v for k, v in obj.items() if k != "recipe"}
-    assert "recipe" not in obj
-    return obj
 
 
 def _is_args(p: dict) -> bool:
@@ -77,17 +63,6 @@ def _texts(payloads: list[dict]) -> list[str]:
     return [p["delta"]["text"] for p in payloads if p["type"] == "content_block_delta" and p["delta"]["type"] == "text_delta"]
 
 
-def _refines(fine: list[str], coarse: list[str]) -> bool:
-    """Every boundary of ``coarse`` is a boundary of ``fine`` and the texts are the same."""
-    def cuts(parts: list[str]) -> set[int]:
-        n, out = 0, set()
-        for s in parts:
-            n += len(s)
-            out.add(n)
-        return out
-    return "".join(fine) == "".join(coarse) and cuts(coarse) <= cuts(fine)
-
-
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_recorded_stream_one_id_per_push(row):
     ours = stream_payloads(row["request"], [[i] for i in row["completion_token_ids"]], row["backend_finish"],
@@ -96,7 +71,7 @@ def test_recorded_stream_one_id_per_push(row):
     assert [e["event"] for e in row["events"]] == [d["type"] for d in want]  # SSE name = data.type
     dev = DEVIATIONS.get(row["scenario"], set())
     k = next(i for i, p in enumerate(ours) if p["type"] == "message_delta")
-    ours[k] = _strip_notes(ours[k], row["scenario"], ["unclosed_reasoning"])
+    ours[k] = without_recorded_notes(ours[k], row["scenario"], ["unclosed_reasoning"])
     assert _merged(ours) == _merged(want)
     s_ours, s_want = structural(ours), structural(want)
     if "argument_fragments" in dev:
@@ -106,7 +81,7 @@ def test_recorded_stream_one_id_per_push(row):
     elif "utf8_prefix" in dev:
         # deviation 12: the decodable prefix of a token ending in a split code point is sent at once
         assert s_ours != s_want
-        assert _refines(_texts(ours), _texts(want))
+        assert refines(_texts(ours), _texts(want))
         assert [p for p in s_ours if p["type"] != "content_block_delta"] == [p for p in s_want if p["type"] != "content_block_delta"]
     else:
         assert s_ours == s_want
@@ -123,7 +98,7 @@ def test_recorded_accumulated_message(row, how):
         ours = fold(stream_payloads(row["request"], [[i] for i in ids], row["backend_finish"], **kw))
     else:
         ours = our_response(row["request"], ids, row["backend_finish"], **kw)
-    ours = _strip_notes(ours, row["scenario"], ["unclosed_reasoning"])
+    ours = without_recorded_notes(ours, row["scenario"], ["unclosed_reasoning"])
     assert structural(ours) == structural(row["accumulated"])
 
 
@@ -135,7 +110,7 @@ def test_all_at_once_vs_oracle(row):
     kw = recording_kwargs(row)
     ours = stream_payloads(row["request"], [ids], row["backend_finish"], **kw)
     k = next(i for i, p in enumerate(ours) if p["type"] == "message_delta")
-    ours[k] = _strip_notes(ours[k], row["scenario"], ["unclosed_reasoning"])
+    ours[k] = without_recorded_notes(ours[k], row["scenario"], ["unclosed_reasoning"])
     assert _merged(ours) == _merged(o_events)
     assert structural(fold(ours)) == structural(o_acc)
     if row["scenario"] == "stop_seq":
@@ -148,19 +123,10 @@ def test_all_at_once_vs_oracle(row):
 def test_text_pieces_vs_oracle(row):
     """Text mode (``push_text`` one decoded piece per token) against the oracle's text chunks."""
     pytest.importorskip("deepseek_recipe")
-    from recipe.completion import CompletionStream
-    from recipe.pipeline import prepare
-
-    dec = load_tokenizer().incremental_decoder()
-    pieces = [dec.push(i) for i in row["completion_token_ids"]]
-    pieces[-1] += dec.flush()
+    pieces = decoded_pieces(row["completion_token_ids"])
     _, o_acc = oracle_run(row["request"], pieces, row["backend_finish"])
-    cs = CompletionStream(prepare(row["request"], "messages"), **recording_kwargs(row))
-    out = cs.start()
-    for p in pieces:
-        out += cs.push_text(p, 1)
-    out += cs.finish(row["backend_finish"])
-    acc = _strip_notes(fold(out), row["scenario"], ["unclosed_reasoning"])
+    out = stream_payloads(row["request"], pieces, row["backend_finish"], **recording_kwargs(row))
+    acc = without_recorded_notes(fold(out), row["scenario"], ["unclosed_reasoning"])
     assert structural(acc) == structural(o_acc)
 
 
@@ -182,14 +148,6 @@ LIVE = {
 LIVE_NOTES = {"empty_output_thinking": ["unclosed_reasoning"]}
 
 
-def _strip_live_notes(obj: dict, name: str) -> dict:
-    if name in LIVE_NOTES:
-        assert obj.get("recipe") == {"notes": LIVE_NOTES[name]}
-        return {k: v for k, v in obj.items() if k != "recipe"}
-    assert "recipe" not in obj
-    return obj
-
-
 @pytest.mark.parametrize("name", LIVE)
 @pytest.mark.parametrize("chunking", ["one", "all"])
 def test_more_outputs_vs_oracle(name, chunking):
@@ -201,7 +159,7 @@ def test_more_outputs_vs_oracle(name, chunking):
     kw = recording_kwargs()
     ours = stream_payloads(req, chunks, fin, **kw)
     k = next(i for i, p in enumerate(ours) if p["type"] == "message_delta")
-    ours[k] = _strip_live_notes(ours[k], name)
+    ours[k] = without_notes(ours[k], LIVE_NOTES.get(name))
     partial = name == "stop_before_tool" and chunking == "all"
     if partial:
         # a push containing a stop match counts all of its ids (docs/streaming.md deviation 16); the
@@ -214,7 +172,7 @@ def test_more_outputs_vs_oracle(name, chunking):
         assert structural(ours) == structural(o_events)
     got = fold(ours)
     assert structural(got) == structural(o_acc)
-    resp = _strip_live_notes(our_response(req, ids, fin, **kw), name)
+    resp = without_notes(our_response(req, ids, fin, **kw), LIVE_NOTES.get(name))
     if partial:
         # deviation 16: response() counts to the id completing the match (2: "Hi", " END")
         assert resp["usage"]["output_tokens"] == 2

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from sdk_server import by_scenario, serve
 
-from messages_output_support import TOOLS, body, ids_of, messages_rows
+from messages_output_support import TOOLS, body, messages_rows
+from output_parity_support import ids_of
 
 anthropic = pytest.importorskip("anthropic")
 from anthropic.lib.streaming._messages import accumulate_event  # noqa: E402

@@ -15,13 +15,13 @@ from messages_output_support import (
     TOOLS,
     body,
     fold,
-    ids_of,
     messages_rows,
     our_response,
     parse_sse,
     recording_kwargs,
     stream_payloads,
 )
+from output_parity_support import ids_of
 from recipe.api.messages_output import STOP_REASONS, MessagesEncoder, messages_stop_reason, tool_input
 from recipe.completion import ENCODERS, CompletionStream, StreamEncoder, response
 from recipe.conversation import AssistantMessage, ToolMessage
