@@ -161,6 +161,6 @@ def oracle_run(req: dict[str, Any], chunks: Sequence[Any], finish: str = "stop",
                signature: str | None = None) -> tuple[list[dict], dict]:
     """deepseek-recipe's events (``to_json`` of each) and accumulated message for the same output.
     ``chunks``: lists of ids (token mode) or strings (text mode, 1 token each)."""
-    decorate = None if signature is None else (lambda _req, gen: gen.with_signature(signature))
+    decorate = None if signature is None else (lambda _req: lambda gen: gen.with_signature(signature))
     return shared.oracle_run("messages", req, chunks, finish, response_id="msg_test", prompt=prompt, cached=cached,
                              decorate=decorate, accumulator="MessagesResponse")

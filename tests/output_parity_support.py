@@ -131,7 +131,7 @@ def stream_payloads(prep: Any, chunks: Sequence[Any], finish: str, *, start: boo
 
 def oracle_run(api: str, body: dict[str, Any], chunks: Sequence[Any], finish: str, *, response_id: str,
                prompt: int = 20, cached: int = 5, logprobs: Sequence[Any] | None = None, fp: str | None = None,
-               decorate: Callable[[Any, Any], Any] | None = None,
+               decorate: Callable[[Any], Callable[[Any], Any]] | None = None,
                accumulator: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """deepseek-recipe's payloads (``to_json`` of each) for the same output, and its accumulated
     response (None without ``accumulator``).
@@ -139,7 +139,8 @@ def oracle_run(api: str, body: dict[str, Any], chunks: Sequence[Any], finish: st
     ``chunks``: lists of ids (token mode; ``logprobs[k]`` for the k-th, if given) or strings (text
     mode, 1 token each), pushed until the processor finishes; ``finish``: ``stop`` | ``length`` |
     ``content_filter``. ``prompt`` / ``cached``: prompt usage; ``fp``: the system fingerprint.
-    ``decorate(request, generator)`` returns the chunk generator to use (echo, signature …);
+    ``decorate(request)``, called before the conversion (which consumes the request), returns a
+    function of the chunk generator giving the one to use (echo, signature …);
     ``accumulator``: the response class folding the chunks (``ChatCompletionResponse`` …), created
     with ``response_id``, model ``m`` and created 1700000000.
     """
@@ -152,10 +153,11 @@ def oracle_run(api: str, body: dict[str, Any], chunks: Sequence[Any], finish: st
            "content_filter": dr.InferenceFinishReason.ContentFilter}
     tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
     req = getattr(dr, REQUEST_CLASSES[api])(body)
+    adapt_gen = decorate(req) if decorate is not None else None
     cr = req.convert(options())
     gen = req.chunk_generator(cr, response_id, "m")
-    if decorate is not None:
-        gen = decorate(req, gen)
+    if adapt_gen is not None:
+        gen = adapt_gen(gen)
     sp = dr.StreamProcessor(gen, cr.parsing_options, tok)
     out = list(sp.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=prompt, prompt_cache_hit_tokens=cached),
                                                 system_fingerprint=fp)))

@@ -5,16 +5,21 @@ and deepseek-recipe (test oracle) runs of the same output."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from recipe.completion import CompletionStream, response
+import output_parity_support as shared
+from output_parity_support import (
+    CALL_ID,
+    int_time,
+    recorded_rows,
+    structural_copy,
+    without_notes,
+)
+
+from recipe.completion import response
 from recipe.pipeline import prepare
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "api" / "completions.jsonl"
-CALL_ID = re.compile(r"^call_\d\d_[A-Za-z0-9]{20}\d{4}$")
 DELTAS = {
     "response.output_text.delta",
     "response.reasoning_text.delta",
@@ -25,9 +30,7 @@ DELTAS = {
 
 def responses_rows() -> list[dict[str, Any]]:
     """The Responses rows of deepseek-recipe 0.2.0's recorded completions."""
-    with open(FIX, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r for r in rows if r["api"] == "responses"]
+    return recorded_rows("responses")
 
 
 def recording_kwargs(row: dict[str, Any] | None = None, seed: int = 11) -> dict[str, Any]:
@@ -37,41 +40,37 @@ def recording_kwargs(row: dict[str, Any] | None = None, seed: int = 11) -> dict[
                 response_id="resp_test", model="m", seed=seed, created=1700000000)
 
 
-def stream_payloads(body: dict[str, Any], chunks: Sequence[Sequence[int]], finish: str, **kw: Any) -> list[dict[str, Any]]:
-    """Our payloads for ``chunks`` of completion ids pushed in order (stopping once finished), then finish."""
-    cs = CompletionStream(prepare(body), **kw)
-    out: list[dict[str, Any]] = cs.start()
-    for c in chunks:
-        if cs.finished:
-            break
-        out += cs.push(c)
-    out += cs.finish(finish)
-    return out
+def stream_payloads(body: dict[str, Any], chunks: Sequence[Any], finish: str, **kw: Any) -> list[dict[str, Any]]:
+    """Our payloads (``start`` first) for ``chunks`` (lists of completion ids, or decoded strings of 1
+    token each) pushed in order (pushes after the end add nothing), then finish."""
+    return shared.stream_payloads(prepare(body), chunks, finish, start=True, **kw)
 
 
 def our_response(body: dict[str, Any], ids: Sequence[int], finish: str, **kw: Any) -> dict[str, Any]:
     return response(prepare(body), ids, finish=finish, **kw)
 
 
+def _time(v: Any) -> Any:
+    return v if v is None else int_time(v)
+
+
+def _call_id(v: Any) -> str:
+    assert CALL_ID.match(v), v
+    return "CALL"
+
+
+def _completed_after_created(d: dict[str, Any]) -> None:
+    if isinstance(d.get("completed_at"), int):
+        assert d["completed_at"] >= d["created_at"]
+
+
+_STRUCTURAL = {"created_at": _time, "completed_at": _time, "call_id": _call_id}
+
+
 def structural(obj: Any) -> Any:
     """Copy of ``obj`` with call ids checked and replaced by ``CALL``, ``created_at`` / ``completed_at``
     checked (ints, completed ≥ created) and set to 0."""
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if k in ("created_at", "completed_at") and v is not None:
-                assert type(v) is int, (k, v)
-                v = 0
-            elif k == "call_id":
-                assert CALL_ID.match(v), v
-                v = "CALL"
-            out[k] = structural(v)
-        if isinstance(obj.get("completed_at"), int):
-            assert obj["completed_at"] >= obj["created_at"]
-        return out
-    if isinstance(obj, list):
-        return [structural(v) for v in obj]
-    return obj
+    return structural_copy(obj, _STRUCTURAL, _completed_after_created)
 
 
 def merged(payloads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -97,6 +96,12 @@ def strip_notes(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     last = dict(payloads[-1])
     last["response"] = {k: v for k, v in last["response"].items() if k != "recipe"}
     return [*payloads[:-1], last]
+
+
+def final_without_notes(payloads: list[dict[str, Any]], expect: list[str] | None) -> list[dict[str, Any]]:
+    """Assert the final event's response carries ``recipe == {"notes": expect}`` (no ``recipe`` when
+    ``expect`` is None, see ``output_parity_support.without_notes``); the events without it."""
+    return [*payloads[:-1], {**payloads[-1], "response": without_notes(payloads[-1]["response"], expect)}]
 
 
 def fold(payloads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -203,31 +208,17 @@ def oracle_run(body: dict[str, Any], chunks: Sequence[Any], finish: str = "stop"
                cached: int = 5, logprobs: Sequence[Any] | None = None) -> list[dict[str, Any]]:
     """deepseek-recipe's events (``to_json`` of each) for the same output; the last one's
     ``response`` is its accumulated response. ``chunks``: lists of ids or strings (1 token each)."""
-    import deepseek_recipe as dr
     from oracle import options
 
-    from recipe.tokenizer import default_tokenizer_path
+    def decorate(req: Any) -> Any:
+        echo = req.echo()
+        names = req.namespace_tool_map(options())
 
-    fin = {"stop": dr.InferenceFinishReason.Stop, "length": dr.InferenceFinishReason.Length,
-           "content_filter": dr.InferenceFinishReason.ContentFilter}
-    tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
-    req = dr.ResponsesRequest(body)
-    echo = req.echo()
-    names = req.namespace_tool_map(options())
-    cr = req.convert(options())
-    gen = req.chunk_generator(cr, "resp_test", "m").with_echo(echo)
-    if names:
-        gen = gen.with_namespace_tool_map(names)
-    sp = dr.StreamProcessor(gen, cr.parsing_options, tok)
-    out = list(sp.push(dr.InferenceChunk.ready(prompt_usage=dr.PromptUsage(prompt_tokens=prompt, prompt_cache_hit_tokens=cached))))
-    for k, c in enumerate(chunks):
-        if sp.finished:
-            break
-        if isinstance(c, str):
-            out += sp.push(dr.InferenceChunk.text(c, 1))
-        else:
-            out += sp.push(dr.InferenceChunk.tokens(list(c), logprobs[k] if logprobs else None))
-    if not sp.finished:
-        out += sp.push(dr.InferenceChunk.finish(fin[finish]))
-    out += sp.finish()
-    return [json.loads(c.to_json()) for c in out]
+        def apply(gen: Any) -> Any:
+            gen = gen.with_echo(echo)
+            return gen.with_namespace_tool_map(names) if names else gen
+
+        return apply
+
+    return shared.oracle_run("responses", body, chunks, finish, response_id="resp_test", prompt=prompt, cached=cached,
+                             logprobs=logprobs, decorate=decorate)[0]

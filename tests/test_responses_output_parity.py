@@ -10,9 +10,11 @@ ints; everything else must be equal, except the deviations in DEVIATIONS (docs/s
 from __future__ import annotations
 
 import pytest
+from output_parity_support import DEVIATIONS, ids_of
 from responses_output_support import (
     DELTAS,
     check_invariants,
+    final_without_notes,
     merged,
     oracle_run,
     our_response,
@@ -23,32 +25,12 @@ from responses_output_support import (
     structural,
 )
 
-from recipe.tokenizer import load_tokenizer
-
 ROWS = responses_rows()
 IDS = [r["scenario"] for r in ROWS]
 
-#: scenario -> deliberate deviations visible in its Responses stream.
-DEVIATIONS = {
-    "think_tool": {"argument_fragments"},
-    "two_tools": {"argument_fragments"},
-    "no_params": {"argument_fragments"},
-    "required_choice": {"argument_fragments"},
-    "utf8_split": {"utf8_prefix"},
-    "no_think_end": {"notes"},
-}
-
-
-def ids_of(text: str) -> list[int]:
-    return load_tokenizer().encode_with_special_tokens(text)
-
 
 def _notes(payloads: list[dict], scenario: str) -> list[dict]:
-    if "notes" in DEVIATIONS.get(scenario, ()):
-        assert payloads[-1]["response"]["recipe"] == {"notes": ["unclosed_reasoning"]}
-        return strip_notes(payloads)
-    assert "recipe" not in payloads[-1]["response"]
-    return payloads
+    return final_without_notes(payloads, ["unclosed_reasoning"] if "notes" in DEVIATIONS.get(scenario, ()) else None)
 
 
 def test_every_responses_scenario_is_present():
@@ -250,11 +232,7 @@ def test_scenarios_vs_oracle(name, push):
     want = oracle_run(body, chunks, fin)
     ours = stream_payloads(body, chunks, fin, **recording_kwargs())
     check_invariants(ours)
-    if name in SCENARIO_NOTES:
-        assert ours[-1]["response"]["recipe"] == {"notes": SCENARIO_NOTES[name]}
-        ours = strip_notes(ours)
-    else:
-        assert "recipe" not in ours[-1]["response"]
+    ours = final_without_notes(ours, SCENARIO_NOTES.get(name))
     dev = SCENARIO_DEVIATIONS.get(name)
     if dev != "truncated_call":
         # same stream once adjacent deltas are joined
