@@ -72,14 +72,10 @@ def _all_chunkings(o: ParsingOptions, ids: list[int], seed: int):
     yield "text", run_text(o, decoded_pieces(ids))
 
 
-@settings(max_examples=120)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.sampled_from(range(len(OPTION_SETS))))
-def test_mutated_dsml_invariance_and_no_lost_text(seed, n, k):
-    """Any chunking gives the same result; every sentinel word lands in exactly one field, once."""
-    rnd = random.Random(seed)
-    text, words = _mutated_output(rnd, n)
-    ids = tok().encode_with_special_tokens(text)
-    o = OPTION_SETS[k]
+def _same_in_every_chunking_no_lost_text(o: ParsingOptions, ids: list[int], seed: int, text: str, words: list[str]):
+    """Every chunking gives the first one's content, reasoning, calls and finish; every sentinel
+    word lands in exactly one field, once; every call's arguments are a JSON object. Returns the
+    first chunking's result."""
     results = list(_all_chunkings(o, ids, seed))
     base = summary(results[0][1])
     for how, r in results[1:]:
@@ -90,6 +86,17 @@ def test_mutated_dsml_invariance_and_no_lost_text(seed, n, k):
         assert hay.count(w) == 1, (w, text, r)
     for c in r.tool_calls:
         assert isinstance(json.loads(c.arguments), dict)
+    return r
+
+
+@settings(max_examples=120)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.sampled_from(range(len(OPTION_SETS))))
+def test_mutated_dsml_invariance_and_no_lost_text(seed, n, k):
+    """Any chunking gives the same result; every sentinel word lands in exactly one field, once."""
+    rnd = random.Random(seed)
+    text, words = _mutated_output(rnd, n)
+    ids = tok().encode_with_special_tokens(text)
+    r = _same_in_every_chunking_no_lost_text(OPTION_SETS[k], ids, seed, text, words)
     assert r.completion_tokens == len(ids)
 
 
@@ -270,17 +277,7 @@ def test_corrupted_blocks_invariance_no_lost_text_declared_only(seed):
     rnd = random.Random(seed)
     text, words = _corrupted_output(rnd)
     ids = tok().encode_with_special_tokens(text)
-    o = opts(tools=["f", "g"])
-    results = list(_all_chunkings(o, ids, seed))
-    base = summary(results[0][1])
-    for how, r in results[1:]:
-        assert summary(r)[:4] == base[:4], (how, text)
-    r = results[0][1]
-    hay = _haystack(r)
-    for w in words:
-        assert hay.count(w) == 1, (w, text, r)
-    for c in r.tool_calls:
-        assert isinstance(json.loads(c.arguments), dict)
+    r = _same_in_every_chunking_no_lost_text(opts(tools=["f", "g"]), ids, seed, text, words)
     exact = re.compile(r'<｜DSML｜invoke name="undeclared">')
     if "recovered_dsml" not in r.notes or not exact.search(text):
         assert all(c.name in ("f", "g") for c in r.tool_calls) or exact.search(text)

@@ -385,17 +385,22 @@ def test_undeclared_tool_is_parsed_and_flagged():
     assert [c.name for c in r.tool_calls] == ["nope"] and "undeclared_tool" in r.notes
 
 
-@given(st.text(max_size=40), st.lists(st.integers(1, 12), max_size=8))
-def test_text_chunking_invariance_plain(text, cuts):
-    """Any split of the same text gives the same result (incl. marker prefixes in the text)."""
-    o = opts(True, tools=["f"], stop=["<｜DS", "END"])
-    whole = run_text(o, [text])
+def _cut(text: str, cuts: list[int]) -> list[str]:
+    """``text`` in consecutive pieces of the lengths ``cuts`` (shorter or empty at the end), then the rest."""
     pieces, k = [], 0
     for c in cuts:
         pieces.append(text[k:k + c])
         k += c
     pieces.append(text[k:])
-    r = run_text(o, pieces)
+    return pieces
+
+
+@given(st.text(max_size=40), st.lists(st.integers(1, 12), max_size=8))
+def test_text_chunking_invariance_plain(text, cuts):
+    """Any split of the same text gives the same result (incl. marker prefixes in the text)."""
+    o = opts(True, tools=["f"], stop=["<｜DS", "END"])
+    whole = run_text(o, [text])
+    r = run_text(o, _cut(text, cuts))
     assert (r.content, r.reasoning_content, r.tool_calls, r.matched_stop) == (
         whole.content, whole.reasoning_content, whole.tool_calls, whole.matched_stop)
 
@@ -483,12 +488,7 @@ def test_json_object_mode_chunking_invariance(parts, cuts, thinking):
     text = "".join(parts)
     o = _json_opts(thinking, stop=["STOP"])
     whole = run_text(o, [text])
-    pieces, k = [], 0
-    for c in cuts:
-        pieces.append(text[k:k + c])
-        k += c
-    pieces.append(text[k:])
-    for r in (run_text(o, pieces), run_ids(o, split_ids(ids_of(text), "one"))):
+    for r in (run_text(o, _cut(text, cuts)), run_ids(o, split_ids(ids_of(text), "one"))):
         assert (r.content, r.reasoning_content, r.notes) == (whole.content, whole.reasoning_content, whole.notes)
     if not thinking and "json_not_found" not in whole.notes and whole.content:
         assert whole.content[0] in "{["
