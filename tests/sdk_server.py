@@ -118,6 +118,19 @@ def _final_object(api: str, payloads: list[dict]) -> dict | None:
     return None
 
 
+def openai_view(obj: Any) -> dict:
+    """An openai SDK object as a comparable dict: ``model_dump(mode="json", exclude_none=True)`` with
+    the SDK-only parse helper fields (``parsed``, ``parsed_arguments``) dropped at every level."""
+    def clean(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if k not in ("parsed", "parsed_arguments")}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+
+    return clean(obj.model_dump(mode="json", exclude_none=True))
+
+
 def by_scenario(outputs: Callable[[str], "tuple[list[int], str]"], logprobs: Callable[[list[int]], list] | None = None) -> Model:
     """A model that answers the scenario named in the ``x-scenario`` header; logprobs when the
     request asked (Chat ``logprobs``) and ``logprobs`` builds them."""

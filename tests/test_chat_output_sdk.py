@@ -10,10 +10,9 @@ completion it reads, for every recorded scenario, with and without the usage opt
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from sdk_server import by_scenario, serve
+from sdk_server import by_scenario, openai_view, serve
 
 from chat_output_support import chat_rows
 from recipe.tokenizer import load_tokenizer
@@ -46,20 +45,6 @@ def client():
         yield openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=20)
 
 
-def _view(obj: Any) -> dict:
-    """SDK object → comparable dict: None values and SDK-only helper fields dropped."""
-    d = obj.model_dump(mode="json", exclude_none=True)
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items() if k not in ("parsed", "parsed_arguments")}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
-        return x
-
-    return clean(d)
-
-
 def _request(scenario: str) -> dict:
     if scenario in ROWS:
         return dict(ROWS[scenario]["request"])
@@ -76,7 +61,7 @@ def test_sdk_stream_equals_response(client, scenario, include_usage):
     req = _request(scenario)
     hdr = {"x-scenario": scenario}
     full = client.chat.completions.create(**req, extra_headers=hdr)
-    want = _view(full)
+    want = openai_view(full)
     notes = want.pop("recipe", None)
 
     kwargs = dict(req, extra_headers=hdr)
@@ -87,7 +72,7 @@ def test_sdk_stream_equals_response(client, scenario, include_usage):
     for chunk in client.chat.completions.create(**kwargs, stream=True):
         chunks.append(chunk)
         state.handle_chunk(chunk)
-    got = _view(state.current_completion_snapshot)
+    got = openai_view(state.current_completion_snapshot)
     lp = want["choices"][0].get("logprobs")
     if lp and "reasoning_content" in lp:
         # the SDK's accumulator keeps only logprobs.content; the reasoning entries (DeepSeek extension)
@@ -111,7 +96,7 @@ def test_sdk_stream_equals_response(client, scenario, include_usage):
     fin = want["choices"][0]["finish_reason"]
     with client.chat.completions.stream(**kwargs) as s:
         kinds = [ev.type for ev in s]
-        snap = _view(s.current_completion_snapshot)
+        snap = openai_view(s.current_completion_snapshot)
         if fin == "length":
             with pytest.raises(openai.LengthFinishReasonError):
                 s.get_final_completion()
@@ -119,7 +104,7 @@ def test_sdk_stream_equals_response(client, scenario, include_usage):
             with pytest.raises(openai.ContentFilterFinishReasonError):
                 s.get_final_completion()
         else:
-            final = _view(s.get_final_completion())
+            final = openai_view(s.get_final_completion())
             assert {k: v for k, v in final.items() if k != "choices"} == {k: v for k, v in want.items() if k != "choices"}
             assert final["choices"][0]["message"] == want["choices"][0]["message"]
     assert snap == want

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import pytest
-from sdk_server import by_scenario, serve
+from sdk_server import by_scenario, openai_view, serve
 from responses_output_support import responses_rows
 
 from recipe.completion import response
@@ -72,16 +72,7 @@ def client():
 def _view(obj: Any) -> dict:
     """SDK object → comparable dict: None values and SDK-only parse fields dropped; ``completed_at``
     checked (int ≥ created_at) and zeroed (it is the completion second of each request)."""
-    d = obj.model_dump(mode="json", exclude_none=True)
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items() if k not in ("parsed", "parsed_arguments")}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
-        return x
-
-    d = clean(d)
+    d = openai_view(obj)
     assert isinstance(d["completed_at"], (int, float)) and d["completed_at"] >= d["created_at"] == 1700000000
     d["completed_at"] = 0
     return d
