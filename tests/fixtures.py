@@ -8,6 +8,14 @@ from typing import Any
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
+#: keys of a request row's ``conversion`` (fixtures/api/requests.jsonl) that the Chat and Messages
+#: parity tests compare one by one with ours.
+CONVERSION_KEYS = (
+    "thinking", "reasoning_effort", "tool_choice", "response_format", "output_constraint", "parse_tool_calls",
+    "starts_in_tool_calls", "parse_json_output", "stop_sequences", "max_tokens", "temperature", "top_p",
+    "logprobs", "top_logprobs", "seed",
+)
+
 
 def jsonl(relpath: str) -> list[dict[str, Any]]:
     """Rows of a JSON-lines fixture file."""

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
+from fixtures import jsonl
 from recipe.completion import CompletionStream
 from recipe.tokenizer import load_tokenizer
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "api" / "completions.jsonl"
 #: deepseek-recipe's tool-call ids: ``call_`` + 2 digits + ``_`` + 20 alphanumerics + 4 digits.
 CALL_ID = re.compile(r"^call_\d\d_[A-Za-z0-9]{20}\d{4}$")
 
@@ -33,9 +32,7 @@ DEVIATIONS = {
 def recorded_rows(api: str) -> list[dict[str, Any]]:
     """The rows of deepseek-recipe 0.2.0's recorded completions for ``api`` (``chat`` | ``responses``
     | ``messages``), in file order."""
-    with open(FIX, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [r for r in rows if r["api"] == api]
+    return [r for r in jsonl("api/completions.jsonl") if r["api"] == api]
 
 
 def ids_of(text: str) -> list[int]:

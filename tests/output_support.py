@@ -5,21 +5,18 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from fixtures import jsonl
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.output import OutputParser
 from recipe.streaming import ParsedOutput, ToolCallArgumentsDelta, ToolCallEnd, accumulate
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "completions"
-
 
 def rows(name: str) -> list[dict[str, Any]]:
     """Rows of ``fixtures/completions/<name>``."""
-    with open(FIX / name, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return jsonl(f"completions/{name}")
 
 
 def tok() -> Tokenizer:

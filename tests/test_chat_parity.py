@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import api_requests
+from fixtures import CONVERSION_KEYS, api_requests
 from recipe.errors import RequestError
 from recipe.options import PARITY_OPTIONS
 from recipe.pipeline import prepare
 
 ROWS = api_requests("chat")
-CONVERSION_KEYS = (
-    "thinking", "reasoning_effort", "tool_choice", "response_format", "output_constraint", "parse_tool_calls",
-    "starts_in_tool_calls", "parse_json_output", "stop_sequences", "max_tokens", "temperature", "top_p",
-    "logprobs", "top_logprobs", "seed",
-)
 
 
 def test_vectors_present():

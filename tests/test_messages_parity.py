@@ -10,7 +10,7 @@ import oracle
 import pytest
 from messages_support import normalise_oracle, run_messages
 
-from fixtures import api_requests
+from fixtures import CONVERSION_KEYS, api_requests
 from recipe.api.errors import error_body
 from recipe.api.messages import messages_to_conversation, parse_messages_request
 from recipe.conversation import (
@@ -23,11 +23,6 @@ from recipe.errors import RequestError
 from recipe.options import PARITY_OPTIONS, Options
 
 ROWS = api_requests("messages")
-CONVERSION_KEYS = (
-    "thinking", "reasoning_effort", "tool_choice", "response_format", "output_constraint", "parse_tool_calls",
-    "starts_in_tool_calls", "parse_json_output", "stop_sequences", "max_tokens", "temperature", "top_p",
-    "logprobs", "top_logprobs", "seed",
-)
 
 
 def test_vectors_present():
