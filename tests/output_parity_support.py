@@ -40,6 +40,14 @@ def ids_of(text: str) -> list[int]:
     return load_tokenizer().encode_with_special_tokens(text)
 
 
+def split_at(ids: list[int], cuts: list[int]) -> list[list[int]]:
+    """``ids`` cut at the positions ``cuts`` (each taken modulo ``len(ids) + 1``; repeats, order and
+    empty pieces ignored): the chunks of one chunking of the same output."""
+    cuts = sorted({c % (len(ids) + 1) for c in cuts})
+    bounds = [0, *cuts, len(ids)]
+    return [ids[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
 # ---------------------------------------------------------------- structural comparison
 
 

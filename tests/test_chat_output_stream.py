@@ -20,30 +20,20 @@ from chat_output_support import (
     stream_payloads,
     structural,
 )
+from output_parity_support import ids_of, split_at
 from recipe.api.chat_output import FINISH_REASONS, chat_finish_reason
 from recipe.completion import ENCODERS, CompletionStream, StreamEncoder, response
 from recipe.pipeline import prepare
 from recipe.streaming import Finish
-from recipe.tokenizer import load_tokenizer
 
 ROWS = chat_rows()
 TOOLS = ROWS[2]["request"]["tools"]
 USER = [{"role": "user", "content": "Weather in Paris?"}]
 
 
-def ids_of(text: str) -> list[int]:
-    return load_tokenizer().encode_with_special_tokens(text)
-
-
 def body(**kw) -> dict:
     """A Chat request; thinking off unless ``reasoning_effort`` says otherwise."""
     return {"model": "deepseek-v4-pro", "messages": USER, "reasoning_effort": "none", **kw}
-
-
-def split(ids: list[int], cuts: list[int]) -> list[list[int]]:
-    cuts = sorted({c % (len(ids) + 1) for c in cuts})
-    bounds = [0, *cuts, len(ids)]
-    return [ids[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 EXTRA = [
@@ -67,7 +57,7 @@ def test_any_chunking_accumulates_to_the_response(case, cuts):
     req, ids, fin = CASES[case]
     kw = dict(seed=5, created=1, response_id="chatcmpl-x")
     want = our_response(req, ids, fin, **kw)
-    chunks = split(ids, cuts)
+    chunks = split_at(ids, cuts)
     got = accumulate_chunks(stream_payloads(req, chunks, fin, **kw))
     if req.get("stop") and got["usage"] != want["usage"]:
         # a push containing the stop match counts all its ids (parity); response() stops at the match

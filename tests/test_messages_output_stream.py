@@ -21,7 +21,7 @@ from messages_output_support import (
     recording_kwargs,
     stream_payloads,
 )
-from output_parity_support import ids_of
+from output_parity_support import ids_of, split_at
 from recipe.api.messages_output import STOP_REASONS, MessagesEncoder, messages_stop_reason, tool_input
 from recipe.completion import ENCODERS, CompletionStream, StreamEncoder, response
 from recipe.conversation import AssistantMessage, ToolMessage
@@ -33,12 +33,6 @@ CALL = ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_w">\n<｜DSML｜par
         '</｜DSML｜parameter>\n<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
         '<｜DSML｜invoke name="get_time">\n<｜DSML｜parameter name="tz" string="true">Europe/Paris</｜DSML｜parameter>\n'
         '</｜DSML｜invoke>\n</｜DSML｜tool_calls>')
-
-
-def split(ids: list[int], cuts: list[int]) -> list[list[int]]:
-    cuts = sorted({c % (len(ids) + 1) for c in cuts})
-    bounds = [0, *cuts, len(ids)]
-    return [ids[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 EXTRA = [
@@ -65,7 +59,7 @@ def test_any_chunking_folds_to_the_response(case, cuts):
     req, ids, fin = CASES[case]
     kw = dict(seed=5, response_id="msg_x")
     want = our_response(req, ids, fin, **kw)
-    got = fold(stream_payloads(req, split(ids, cuts), fin, **kw))
+    got = fold(stream_payloads(req, split_at(ids, cuts), fin, **kw))
     if req.get("stop_sequences") and got["usage"] != want["usage"]:
         # a push containing the stop match counts all its ids (parity); response() stops at the match
         assert got["usage"]["output_tokens"] > want["usage"]["output_tokens"]

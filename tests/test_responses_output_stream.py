@@ -11,6 +11,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from output_parity_support import ids_of, split_at
 from responses_output_support import (
     check_invariants,
     our_response,
@@ -43,7 +44,6 @@ from recipe.streaming import (
     ToolCallStart,
     accumulate,
 )
-from recipe.tokenizer import load_tokenizer
 
 ROWS = responses_rows()
 TOOLS = ROWS[2]["request"]["tools"]  # think_tool: get_w, get_time
@@ -52,18 +52,8 @@ CALL = ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_w">\n<｜DSML｜par
         '</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>')
 
 
-def ids_of(text: str) -> list[int]:
-    return load_tokenizer().encode_with_special_tokens(text)
-
-
 def body(effort: str = "none", **kw) -> dict:
     return {"model": "deepseek-v4-pro", "input": "Weather in Paris?", "reasoning": {"effort": effort}, **kw}
-
-
-def split(ids: list[int], cuts: list[int]) -> list[list[int]]:
-    cuts = sorted({c % (len(ids) + 1) for c in cuts})
-    bounds = [0, *cuts, len(ids)]
-    return [ids[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 EXTRA = [
@@ -93,7 +83,7 @@ def test_any_chunking_folds_to_the_response(case, cuts):
     and final response equal the non-streamed response."""
     req, ids, fin = CASES[case]
     want = our_response(req, ids, fin, **KW)
-    payloads = stream_payloads(req, split(ids, cuts), fin, **KW)
+    payloads = stream_payloads(req, split_at(ids, cuts), fin, **KW)
     check_invariants(payloads)
     assert payloads[-1]["response"] == want
 
