@@ -338,8 +338,9 @@ def _vllm_bodies_numpy(np: Any, arr: array, block_size: int, tails: list[bytes])
     starts[1:] = block_end[:-1]
     starts[0] = pad
     out[starts[:, None] + np.arange(hl)] = np.frombuffer(head, np.uint8)
-    if rest:
-        out[(block_end - len(rest))[:, None] + np.arange(len(rest))] = np.frombuffer(rest, np.uint8)
+    if rest:  # the common extras, only at the end of the blocks that carry them
+        ends = block_end if not odd else np.delete(block_end, odd)
+        out[(ends - len(rest))[:, None] + np.arange(len(rest))] = np.frombuffer(rest, np.uint8)
     for b in odd:  # blocks whose extras differ (salt, multimodal, embeds)
         out[block_end[b] - tl[b] : block_end[b]] = np.frombuffer(tails[b], np.uint8)
     return memoryview(out)[pad:], (block_end - pad).tolist()

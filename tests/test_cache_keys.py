@@ -119,6 +119,23 @@ def test_vllm_mode_is_byte_identical_to_cbor2(ids, block_size, seed, lora, mm, s
     assert got.scheme == "vllm-sha256-cbor/1" and got.block_size == block_size
 
 
+@pytest.mark.parametrize("encoder", ENCODERS)
+@pytest.mark.parametrize(
+    "ids, block_size, mm",
+    [
+        ([0, 0], 1, (("", 1, 1),)),  # the last block carries extras, an earlier one does not
+        (list(range(1000, 1000 + 4096)), 16, (("img-hash", 4080, 16),)),
+        (list(range(5000)), 64, (("a", 0, 3), ("b", 4000, 900))),
+    ],
+)
+def test_vllm_mode_blocks_with_differing_extras(ids, block_size, mm, encoder):
+    # regression: the numpy encoder wrote the last block's extras at the end of every block
+    extras = BlockExtras(mm=tuple(MultimodalItem(*m) for m in mm))
+    with vllm_encoder(encoder):
+        got = block_keys(ids, KeySpec("vllm", block_size, hash_seed="0"), extras)
+    assert list(got.keys) == vllm_reference(ids, block_size, "0", None, mm, None, ())
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     ids=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 23) | st.integers(2**16, 2**32 + 5), max_size=120),
