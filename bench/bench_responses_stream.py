@@ -18,8 +18,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_stream import TOOLS  # noqa: E402
-from stream_bench import StreamBench, frame_events, main  # noqa: E402
+from bench_stream import TOOLS
+from stream_bench import StreamBench, frame_events, main
 
 
 def request(thinking: bool, tools: bool) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from fixtures import jsonl
@@ -45,7 +46,7 @@ def split_at(ids: list[int], cuts: list[int]) -> list[list[int]]:
     empty pieces ignored): the chunks of one chunking of the same output."""
     cuts = sorted({c % (len(ids) + 1) for c in cuts})
     bounds = [0, *cuts, len(ids)]
-    return [ids[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [ids[a:b] for a, b in pairwise(bounds) if b > a]
 
 
 # ---------------------------------------------------------------- structural comparison
