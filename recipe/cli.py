@@ -7,6 +7,7 @@ Exit status: 0 ok; 1 a rejected request or unreadable input (the API's error JSO
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib import resources
 from typing import Any
@@ -20,6 +21,15 @@ from recipe.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 __all__ = ["main", "build_parser"]
 
 EXAMPLES = ("weather", "hello")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("recipe")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
 
 
 class _Usage(Exception):
@@ -61,6 +71,8 @@ def _dump(obj: Any) -> None:
 def _cmd_render(ns: argparse.Namespace) -> int:
     from recipe.pipeline import detect_api, prepare
 
+    if ns.file is not None and ns.example is not None:
+        raise _Usage("give either FILE or --example, not both")
     raw = _read_input(ns.file, ns.example)
     api = ns.api
     try:
@@ -122,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``recipe`` command (subcommands render, tokenize, cache)."""
     p = _Parser(prog="recipe", description="DeepSeek-V4 prompts from OpenAI / Anthropic API requests.")
     p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the embedded DeepSeek-V4 one)")
+    p.add_argument("--version", action="version", version=f"recipe {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     r = sub.add_parser("render", help="a request's prompt and token ids")
@@ -159,8 +172,14 @@ def _load_prompt_ids(path: str) -> tuple[str, list[int], list[tuple[int, int, in
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``recipe`` console script; returns the exit status."""
     parser = build_parser()
+    args = sys.argv[1:] if argv is None else argv
     try:
-        ns = parser.parse_args(argv)
+        for arg in args:
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _Usage(f"argument {arg.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8") from None
+        ns = parser.parse_args(args)
         if getattr(ns, "run", None) is None:
             parser.print_help(sys.stderr)
             return 2
@@ -174,10 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     except RequestError as exc:
         print(f"recipe: request rejected ({exc.stage}): {exc}", file=sys.stderr)
         return 1
+    except TokenizerError as exc:
+        print(f"recipe: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: still one line, never a traceback (RECIPE_DEBUG=1 shows it)
+        if os.environ.get("RECIPE_DEBUG"):
+            raise
+        print(f"recipe: internal error ({type(exc).__name__}): {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,7 @@ Exit status: 0 ok, 1 bad input file, 2 usage.
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -173,11 +174,19 @@ def _key_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _finite(text: str) -> float:
+    """argparse type: a finite number (prices and TTLs; NaN or infinity would poison the report)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
 def _runner(cmd: Callable[[argparse.Namespace, LoadPromptIds | None], int], load: LoadPromptIds | None):
     def run(ns: argparse.Namespace) -> int:
         try:
             return cmd(ns, load)
-        except _BadInput as exc:
+        except (_BadInput, ValueError) as exc:  # ValueError: ids or sizes the key schemes refuse
             print(f"recipe cache: {exc}", file=sys.stderr)
             return 1
         except _Usage as exc:
@@ -212,8 +221,8 @@ def register(subparsers: argparse._SubParsersAction, load_prompt_ids: LoadPrompt
     s = sub.add_parser("simulate", help="replay a JSONL trace through an in-memory prefix index")
     s.add_argument("trace", metavar="TRACE.jsonl")
     _key_options(s)
-    s.add_argument("--hit-price", type=float, default=0.14, metavar="USD", help="per million cached tokens")
-    s.add_argument("--miss-price", type=float, default=0.55, metavar="USD", help="per million uncached tokens")
+    s.add_argument("--hit-price", type=_finite, default=0.14, metavar="USD", help="per million cached tokens")
+    s.add_argument("--miss-price", type=_finite, default=0.55, metavar="USD", help="per million uncached tokens")
     s.add_argument("--max-entries", type=int, default=1_000_000, metavar="N")
-    s.add_argument("--ttl", type=float, default=3 * 86400, metavar="SECONDS")
+    s.add_argument("--ttl", type=_finite, default=3 * 86400, metavar="SECONDS")
     s.set_defaults(run=_runner(_cmd_simulate, load_prompt_ids))

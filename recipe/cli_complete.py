@@ -55,6 +55,8 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
     from recipe.pipeline import detect_api, prepare
 
     tok = _tokenizer(getattr(ns, "tokenizer", None))
+    if ns.request == "-" and "-" in (ns.ids, ns.text):
+        raise _Usage("standard input can feed only one of --request and --text/--ids")
     raw = _read_input(ns.request, None)
     if ns.ids is not None:
         ids = _ids(_read_input(ns.ids, None), ns.ids, tok.n_vocab)

@@ -289,7 +289,10 @@ class CompletionStream:
                 if self._finish is not None:
                     break
             return out
-        events = self._parser.push(token_ids)
+        try:
+            events = self._parser.push(token_ids)
+        except OverflowError:  # a negative or huge id: outside the vocabulary, like any unknown id
+            raise KeyError(f"token id outside the vocabulary in {list(token_ids)[:8]}…") from None
         if events and not self._pending and self._events is None and self._answer is None and type(events[-1]) is not Finish:
             out += self._enc.on_events(events)  # fast path: nothing to attribute, not the end
         elif events:

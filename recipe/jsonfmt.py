@@ -38,6 +38,8 @@ __all__ = [
     "dumps_compact",
     "format_float",
     "dumps_wire",
+    "too_deep",
+    "MAX_DEPTH",
     "copy_json",
 ]
 
@@ -116,7 +118,7 @@ _SLOW_DECODER = json.JSONDecoder(parse_int=_int_hook, parse_float=_float_hook, p
 MAX_DEPTH = 127
 
 
-def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     """True when ``value`` nests containers more than ``limit`` levels deep (iterative, leaves skipped)."""
     if not isinstance(value, (dict, list)):
         return False
@@ -136,7 +138,7 @@ def _parse_text(text: str | bytes) -> Any:
     """Shared body of :func:`parse_json_value` / :func:`loads_request`; raises ValueError
     (also for nesting deeper than :data:`MAX_DEPTH`, as serde_json's recursion limit)."""
     value = _parse_unchecked(text)
-    if _too_deep(value):
+    if too_deep(value):
         raise ValueError("recursion limit exceeded")
     return value
 
@@ -335,13 +337,14 @@ def _finite(value: Any) -> Any:
 def dumps_wire(value: Any, *, indent: bool = False) -> bytes:
     """Compact UTF-8 JSON bytes for API output (orjson; non-finite floats print as ``null``).
 
-    Integers beyond 64 bits (which orjson refuses) are printed exactly by a slower fallback, so a
-    client's big number in a schema or tool argument never breaks a response.
+    Integers beyond 64 bits and lone surrogates (which orjson refuses) are printed by a slower
+    fallback (exact integers, ``\\udXXX`` escapes), so a client's odd value never breaks a response.
     """
     try:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)
     except TypeError:
-        return json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":") if not indent else None, indent=2 if indent else None).encode()
+        # ASCII escapes keep lone surrogates (which UTF-8 cannot carry) as valid JSON escapes
+        return json.dumps(_finite(value), ensure_ascii=True, separators=(",", ":") if not indent else None, indent=2 if indent else None).encode()
 
 
 def copy_json(value: Any) -> Any:

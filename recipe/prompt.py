@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Union
 
-from recipe.tokenizer import Tokenizer
+from recipe.tokenizer import Tokenizer, TokenizerError
 
 __all__ = ["Special", "Text", "Segment", "Prompt", "SegmentCache", "encode_prompt", "message_token_spans"]
 
@@ -150,13 +150,17 @@ def encode_prompt(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | No
         cache: optional :class:`SegmentCache` for long repeated chunks (agent loops re-send history).
 
     Raises:
-        KeyError: a special segment whose spelling is not an added token of ``tokenizer``.
+        TokenizerError: a special segment whose spelling is not an added token of ``tokenizer``
+            (a vocabulary that is not DeepSeek-V4's).
     """
     ids: list[int] = []
     specials = tokenizer.special_tokens
     for is_special, text in prompt.chunks():
         if is_special:
-            ids.append(specials[text])
+            special = specials.get(text)
+            if special is None:
+                raise TokenizerError(f"the tokenizer has no special token {text!r}, which the prompt template emits")
+            ids.append(special)
         elif cache is not None:
             ids.extend(cache.encode(tokenizer, text))
         else:

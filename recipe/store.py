@@ -9,6 +9,7 @@ SQLite (a file; survives restarts).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -137,12 +138,20 @@ class SQLiteStore:
             ).fetchone()
         if row is None:
             return None
-        return StoredResponse(row[0], row[1], tuple(orjson.loads(row[4])), tuple(orjson.loads(row[5])), row[2] or "", row[3] or 0)
+        return StoredResponse(row[0], row[1], tuple(_loads(row[4])), tuple(_loads(row[5])), row[2] or "", row[3] or 0)
 
     def close(self) -> None:
         """Close the database connection."""
         with self._lock:
             self._conn.close()
+
+
+def _loads(data: bytes) -> Any:
+    """Stored items back (orjson; the stdlib for what only it reads, e.g. escaped lone surrogates)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def _not_found(response_id: str) -> RequestError:
@@ -219,9 +228,14 @@ def remember(store: ConversationStore, body: Mapping[str, Any], response: Mappin
 
     Returns:
         True when the turn was saved.
+
+    Raises:
+        ValueError: ``response`` is not a response object (no string ``id`` or a non-list ``output``).
     """
     if body.get("store") is False:
         return False
+    if not isinstance(response.get("id"), str) or not isinstance(response.get("output") or [], list):
+        raise ValueError("remember() needs a Responses response object: a string `id` and a list `output`")
     store.save(
         StoredResponse(
             id=str(response["id"]),

@@ -210,6 +210,9 @@ def _build(data: bytes, name: str) -> Tokenizer:
             ranks[bytes(bd[c] for c in piece)] = tid
         except KeyError as exc:
             raise TokenizerError(f"{name}: vocab entry {piece!r} (id {tid}) is not a byte-level string") from exc
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise TokenizerError(f"{name}: byte-level vocabulary lacks single-byte tokens for {len(missing)} byte values (e.g. {missing[0]})")
     n_vocab = max(max(ranks.values()), max(special_ids, default=0)) + 1
     if len(ranks) + len(special_tokens) != n_vocab:
         raise TokenizerError(f"{name}: ids are not contiguous ({len(ranks)} ranks + {len(special_tokens)} added != {n_vocab})")
@@ -232,7 +235,11 @@ def _build(data: bytes, name: str) -> Tokenizer:
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(path: str, mtime_ns: int, size: int) -> Tokenizer:
-    return _build(Path(path).read_bytes(), Path(path).stem)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TokenizerError(f"cannot read tokenizer file {path}: {exc.strerror}") from exc
+    return _build(data, Path(path).stem)
 
 
 def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:

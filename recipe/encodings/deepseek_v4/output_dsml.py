@@ -18,6 +18,7 @@ A tool-call block in the DeepSeek-V4 output format::
 from __future__ import annotations
 
 import json
+import math
 import re
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
@@ -102,10 +103,27 @@ def _reject_constant(name: str) -> None:
     raise ValueError(name)
 
 
-#: one strict decoder (json.loads with options would build a new one per call)
-_JSON_DECODE = json.JSONDecoder(parse_constant=_reject_constant).decode
+def _finite_int(text: str) -> int:
+    if len(text) > 300 and math.isinf(float(text)):
+        raise ValueError(f"number out of range: {text[:20]}…")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"number out of range: {text}")
+    return value
+
+
+#: one strict decoder (json.loads with options would build a new one per call); numbers that
+#: overflow f64 (``1e999``) are refused, as serde refuses them
+_JSON_DECODE = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_finite_int).decode
 #: a JSON number or literal (the common string="false" values), skipping json.loads.
-SIMPLE_JSON = re.compile(r"[ \t\r\n]*(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null)[ \t\r\n]*")
+#: (bounded digits, so the value cannot overflow f64: longer numbers go through :func:`is_json`)
+SIMPLE_JSON = re.compile(
+    r"[ \t\r\n]*(?:-?(?:0|[1-9][0-9]{0,199})(?:\.[0-9]{1,200})?(?:[eE][+-]?[0-9]{1,2})?|true|false|null)[ \t\r\n]*"
+)
 
 
 def is_json(raw: str) -> bool:

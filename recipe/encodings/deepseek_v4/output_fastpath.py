@@ -117,9 +117,12 @@ class FastPaths:
         """Feed completion token ids (any number). Returns the events they complete.
 
         An id in ``eos_token_ids`` ends the output (Finish ``stop``); ids after it are ignored.
-        Raises ``KeyError`` only for an id outside the vocabulary. A one-token push is served
-        here when a shortcut applies, everything else by the general ``_push_ids``.
+        Any sequence of integers is accepted (lists, tuples, arrays such as numpy's). Raises
+        ``KeyError`` only for an id outside the vocabulary. A one-token push is served here when a
+        shortcut applies, everything else by the general ``_push_ids``.
         """
+        if type(token_ids) is not list and type(token_ids) is not tuple:
+            token_ids = [int(t) for t in token_ids]
         n = len(token_ids)
         if n == 1:
             # Fast paths for one whole-text token (``_pos`` is only read while reasoning, so
