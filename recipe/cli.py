@@ -68,26 +68,45 @@ def _dump(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def _cmd_render(ns: argparse.Namespace) -> int:
+class _Rejected(Exception):
+    """A request the API refuses: its error body and a one-line reason."""
+
+    def __init__(self, body: dict[str, Any], line: str) -> None:
+        super().__init__(line)
+        self.body, self.line = body, line
+
+
+def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer, model: str | None = None) -> Any:
+    """Request bytes -> PreparedRequest (API detected when ``auto``; ``model`` overrides the body's).
+
+    Raises:
+        _Rejected: the request is invalid (carries the API's error body).
+    """
     from recipe.pipeline import detect_api, prepare
 
-    if ns.file is not None and ns.example is not None:
-        raise _Usage("give either FILE or --example, not both")
-    raw = _read_input(ns.file, ns.example)
-    api = ns.api
     try:
         body = loads_request(raw)
         if not isinstance(body, dict):
             raise RequestError("invalid request body: expected a JSON object", stage="parse")
         if api == "auto":
             api = detect_api(body)
-        if ns.model:
-            body = {**body, "model": ns.model}
-        prep = prepare(body, api, tokenizer=_tokenizer(ns.tokenizer))
+        if model:
+            body = {**body, "model": model}
+        return prepare(body, api, tokenizer=tokenizer)
     except RequestError as err:
+        raise _Rejected(error_body(api if api != "auto" else "chat", err), f"recipe: request rejected ({err.stage}): {err}") from None
+
+
+def _cmd_render(ns: argparse.Namespace) -> int:
+    if ns.file is not None and ns.example is not None:
+        raise _Usage("give either FILE or --example, not both")
+    raw = _read_input(ns.file, ns.example)
+    try:
+        prep = prepare_request(raw, ns.api, _tokenizer(ns.tokenizer), model=ns.model)
+    except _Rejected as rej:
         if ns.json:
-            _dump(error_body(api if api != "auto" else "chat", err))
-        print(f"recipe: request rejected ({err.stage}): {err}", file=sys.stderr)
+            _dump(rej.body)
+        print(rej.line, file=sys.stderr)
         return 1
     if ns.json:
         _dump(

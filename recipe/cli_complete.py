@@ -47,12 +47,9 @@ def _nonneg(text: str) -> int:
 
 
 def _cmd_complete(ns: argparse.Namespace) -> int:
-    from recipe.api.errors import error_body
-    from recipe.cli import _Failure, _read_input, _tokenizer, _Usage
+    from recipe.cli import _Failure, _read_input, _Rejected, _tokenizer, _Usage, prepare_request
     from recipe.completion import ENCODERS, CompletionStream, response
-    from recipe.errors import RequestError
-    from recipe.jsonfmt import dumps_wire, loads_request
-    from recipe.pipeline import detect_api, prepare
+    from recipe.jsonfmt import dumps_wire
 
     tok = _tokenizer(getattr(ns, "tokenizer", None))
     if ns.request == "-" and "-" in (ns.ids, ns.text):
@@ -66,18 +63,12 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
         except UnicodeDecodeError as exc:
             raise _Failure(f"{ns.text}: not UTF-8 ({exc.reason})") from None
         ids = tok.encode_with_special_tokens(text)
-    api = ns.api
     try:
-        body = loads_request(raw)
-        if not isinstance(body, dict):
-            raise RequestError("invalid request body: expected a JSON object", stage="parse")
-        if api == "auto":
-            api = detect_api(body)
-        prep = prepare(body, api, tokenizer=tok)
-    except RequestError as err:
-        sys.stdout.buffer.write(dumps_wire(error_body(api if api != "auto" else "chat", err)) + b"\n")
+        prep = prepare_request(raw, ns.api, tok)
+    except _Rejected as rej:
+        sys.stdout.buffer.write(dumps_wire(rej.body) + b"\n")
         sys.stdout.flush()
-        print(f"recipe: request rejected ({err.stage}): {err}", file=sys.stderr)
+        print(rej.line, file=sys.stderr)
         return 1
     if prep.api not in ENCODERS:
         raise _Failure(f"no output encoder for the {prep.api} API yet")
