@@ -1,4 +1,5 @@
-"""OpenAI Chat Completions: request models and conversion to a :class:`~recipe.conversation.Conversation`.
+"""OpenAI Chat Completions: conversion of a request (models in :mod:`recipe.api.chat_wire`) to a
+:class:`~recipe.conversation.Conversation`.
 
 Conversion follows deepseek-recipe 0.2.0 (behaviour map §1.4 "Chat Completions", §1.5–1.9):
 schema problems are ``parse``-stage errors, semantic problems ``convert``-stage errors, both 400
@@ -7,12 +8,24 @@ with an OpenAI error body.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
-
-from pydantic import Field, field_validator
+from typing import Any
 
 from recipe.api import common
-from recipe.api.wire import U32, U64, WireModel, parse_body
+from recipe.api.chat_wire import (
+    AssistantMsg,
+    ChatCompletionRequest,
+    Content,
+    DeveloperMsg,
+    LatestReminderMsg,
+    RFJsonObject,
+    RFRegex,
+    RFText,
+    SystemMsg,
+    TextPart,
+    ToolMsg,
+    UserMsg,
+    parse_chat_request,
+)
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
@@ -28,198 +41,6 @@ from recipe.errors import RequestError
 from recipe.options import Options
 
 __all__ = ["ChatCompletionRequest", "parse_chat_request", "chat_to_conversation"]
-
-
-# --- request model ------------------------------------------------------------------------------
-
-
-class TextPart(WireModel):
-    type: Literal["text"]
-    text: str
-
-
-class ImageUrl(WireModel):
-    url: str
-    detail: str | None = None
-
-
-class ImagePart(WireModel):
-    type: Literal["image_url"]
-    image_url: ImageUrl
-
-
-class FilePart(WireModel):
-    type: Literal["file"]
-    file: dict[str, Any] = Field(default_factory=dict)
-
-
-Part = Annotated[Union[TextPart, ImagePart, FilePart], Field(discriminator="type")]
-Content = Union[str, list[Part]]
-
-
-def _require_content(v: Any) -> Any:
-    if not isinstance(v, (str, list)):
-        raise ValueError("content should be a string or a list")
-    return v
-
-
-class SystemMsg(WireModel):
-    role: Literal["system"]
-    content: Content
-
-    _check = field_validator("content", mode="before")(_require_content)
-
-
-class UserMsg(WireModel):
-    role: Literal["user"]
-    content: Content
-
-    _check = field_validator("content", mode="before")(_require_content)
-
-
-class LatestReminderMsg(WireModel):
-    role: Literal["latest_reminder"]
-    content: Content
-
-    _check = field_validator("content", mode="before")(_require_content)
-
-
-class FunctionCall(WireModel):
-    name: str
-    arguments: str
-
-
-class ToolCallModel(WireModel):
-    id: str
-    type: Literal["function"] = "function"
-    function: FunctionCall
-
-
-class AssistantMsg(WireModel):
-    role: Literal["assistant"]
-    content: Content | None = None
-    reasoning_content: str | None = None
-    tool_calls: list[ToolCallModel] | None = None
-    prefix: bool = False
-
-
-class DeveloperMsg(WireModel):
-    role: Literal["developer"]
-    content: Content
-
-    _check = field_validator("content", mode="before")(_require_content)
-
-
-class ToolMsg(WireModel):
-    role: Literal["tool"]
-    tool_call_id: str
-    content: Content
-
-    _check = field_validator("content", mode="before")(_require_content)
-
-
-ChatMessage = Annotated[
-    Union[SystemMsg, UserMsg, AssistantMsg, ToolMsg, LatestReminderMsg, DeveloperMsg], Field(discriminator="role")
-]
-
-
-class FunctionDef(WireModel):
-    name: str
-    description: str | None = None
-    parameters: Any = None
-    strict: bool | None = None
-
-
-class ToolDef(WireModel):
-    type: Literal["function"]
-    function: FunctionDef
-
-
-class NamedFunction(WireModel):
-    name: str
-
-
-class NamedToolChoice(WireModel):
-    type: Literal["function"]
-    function: NamedFunction
-
-
-class Thinking(WireModel):
-    type: Literal["enabled", "disabled", "adaptive"]
-    budget_tokens: Any = None
-
-
-class JsonSchemaSpec(WireModel):
-    name: str | None = None
-    schema_: Any = Field(alias="schema")
-    strict: bool | None = None
-    description: str | None = None
-
-    @field_validator("schema_", mode="before")
-    @classmethod
-    def _present(cls, v: Any) -> Any:
-        return v
-
-
-class RFText(WireModel):
-    type: Literal["text"]
-
-
-class RFJsonObject(WireModel):
-    type: Literal["json_object"]
-
-
-class RFJsonSchema(WireModel):
-    type: Literal["json_schema"]
-    json_schema: JsonSchemaSpec
-
-
-class RFRegex(WireModel):
-    type: Literal["regex"]
-    regex: str
-
-
-ResponseFormatModel = Annotated[Union[RFText, RFJsonObject, RFJsonSchema, RFRegex], Field(discriminator="type")]
-
-
-class StreamOptions(WireModel):
-    include_usage: bool | None = None
-
-
-Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"]
-
-
-class ChatCompletionRequest(WireModel):
-    """A Chat Completions request body (the fields that matter; unknown keys are ignored)."""
-
-    model: str
-    messages: list[ChatMessage]
-    tools: list[ToolDef] | None = None
-    tool_choice: Union[Literal["none", "auto", "required"], NamedToolChoice, None] = None
-    thinking: Thinking | None = None
-    reasoning_effort: Effort | None = None
-    response_format: ResponseFormatModel | None = None
-    stop: Union[str, list[str], None] = None
-    max_tokens: U32 | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    n: U32 | None = None
-    seed: U64 | None = None
-    logprobs: bool | None = None
-    top_logprobs: U32 | None = None
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
-
-
-def parse_chat_request(body: Any) -> ChatCompletionRequest:
-    """Validate a Chat Completions body (dict, JSON text or bytes).
-
-    Raises:
-        RequestError: stage ``parse`` (missing field, wrong type, unknown role or part type, bad JSON).
-    """
-    return parse_body(ChatCompletionRequest, body)
 
 
 # --- conversion ---------------------------------------------------------------------------------
