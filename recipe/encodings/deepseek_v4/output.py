@@ -247,6 +247,10 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
             self._settle()
         elif text:
             self._feed(text)
+        return self._end_push(out)
+
+    def _end_push(self, out: list[OutputEvent]) -> list[OutputEvent]:
+        """A push's epilogue: close on a pending end, flush argument text, merge adjacent deltas."""
         if self._end is not None and self._state != DONE:
             self._close(self._end[0])
         if self._call >= 0:
@@ -326,13 +330,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
                 self._flush_decoder()
                 if self._state != DONE:
                     self._close(self._end[0] if self._end else "stop")
-        if self._end is not None and self._state != DONE:
-            self._close(self._end[0])
-        if self._call >= 0:
-            self._flush_args()
-        if len(out) > 1:
-            out = self._out = coalesce(out)
-        return out
+        return self._end_push(out)
 
     def _flush_decoder(self) -> None:
         """Bytes of an unfinished code point at the end of the ids become U+FFFD (deviation 8)."""

@@ -40,12 +40,10 @@ from recipe.encodings.deepseek_v4.output_dsml import (
 from recipe.encodings.deepseek_v4.output_state import (
     BLOCK,
     CONTENT,
-    DONE,
     INVOKE,
     REASONING,
     RECOVER,
     VALUE,
-    coalesce,
 )
 from recipe.streaming import (
     OutputEvent,
@@ -264,13 +262,7 @@ class FastPaths:
                 self._ws = rest
             else:
                 self._feed(rest)
-                if self._end is not None and self._state != DONE:
-                    self._close(self._end[0])
-                if self._call >= 0:
-                    self._flush_args()
-                if len(out) > 1:
-                    out = self._out = coalesce(out)
-                return out
+                return self._end_push(out)
         if self._call >= 0:
             self._flush_args()
         return out  # start + "{" / args / args + end / content: never two mergeable deltas in a row
