@@ -16,6 +16,9 @@ keys a store holds. Two schemes (byte layouts in ``docs/cache-keys.md``):
   (long prompts are encoded with numpy when it is installed; optional, same bytes without it).
 
 Keys are computed incrementally with :class:`KeyChain` (append ids, get the new full-block keys).
+The SHA-256 chains (``native`` and ``vllm``) run in C (``recipe._chainhash``, OpenSSL's SHA-256)
+when that optional extension was compiled at install, else in the Python chains below: same keys
+either way (:data:`ACCELERATED` tells which is in use).
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ from typing import Any, Callable
 
 import xxhash
 
+try:
+    from recipe import _chainhash
+except ImportError:  # not compiled (no C compiler or OpenSSL headers at install): Python chains
+    _chainhash = None
+
 __all__ = [
+    "ACCELERATED",
     "DEFAULT_BLOCK_SIZE",
     "SCHEMES",
     "KeySpec",
@@ -50,6 +59,9 @@ __all__ = [
 
 #: DeepSeek's caching unit (tokens per block); vLLM's own default is 16.
 DEFAULT_BLOCK_SIZE = 64
+
+#: True when the ``native`` and ``vllm`` chains run in the C extension ``recipe._chainhash``.
+ACCELERATED = _chainhash is not None
 
 _BIG_ENDIAN = sys.byteorder == "big"
 _F6 = b"\xf6"  # CBOR null: vLLM's extra_keys=None
@@ -258,9 +270,9 @@ def _numpy() -> Any:
     return numpy
 
 
-def _vllm_chain(parent: bytes, arr: array, ids: Sequence[int], block_size: int, tails: list[bytes]) -> list[bytes]:
-    """vLLM ``hash_block_tokens`` with ``sha256_cbor`` over whole blocks of ``ids`` (also in ``arr``,
-    an array('I') or array('Q')): ``h_i = sha256(array(3) ‖ bytes(32) h_{i-1} ‖ body_i)``."""
+def _vllm_chain(parent: bytes, arr: array, block_size: int, tails: list[bytes]) -> list[bytes]:
+    """vLLM ``hash_block_tokens`` with ``sha256_cbor`` over whole blocks of the ids in ``arr`` (an
+    array('I') or array('Q')): ``h_i = sha256(array(3) ‖ bytes(32) h_{i-1} ‖ body_i)``."""
     sha = hashlib.sha256
     out: list[bytes] = []
     append = out.append
@@ -274,7 +286,7 @@ def _vllm_chain(parent: bytes, arr: array, ids: Sequence[int], block_size: int, 
             append(h)
             start = end
         return out
-    it = iter(_cbor_uints(ids))
+    it = iter(_cbor_uints(arr.tolist()))  # plain ints, whatever int-likes the caller passed
     # zip pulls block_size encodings per block from one iterator: (array head, *ids, extras).
     for body in map(b"".join, zip(repeat(_cbor_head(4, block_size)), *[it] * block_size, tails)):
         h = sha(_PARENT_HEAD + h + body).digest()
@@ -365,16 +377,37 @@ class _Scheme:
     tail: Callable[[tuple[Any, ...] | None], bytes]
     typecode: str  # array typecode validating ids: "I" (uint32) or "Q" (uint64, tried as "I" first)
     salt_in_root: bool
+    c_chain: str | None = None  # the recipe._chainhash function computing the same chain, if any
 
 
 #: Scheme name -> how its keys are made.
 SCHEMES: dict[str, _Scheme] = {
     "native": _Scheme("native-sha256/1", lambda s: _native_root(s, 32), _native_chain(hashlib.sha256, False),
-                      _native_tail, "I", True),
+                      _native_tail, "I", True, "native"),
     "native-xxh3": _Scheme("native-xxh3-128/1", lambda s: _native_root(s, 16),
                            _native_chain(xxhash.xxh3_128_digest, True), _native_tail, "I", True),
-    "vllm": _Scheme("vllm-sha256-cbor/1", _vllm_root, _vllm_chain, _vllm_tail, "Q", False),
+    "vllm": _Scheme("vllm-sha256-cbor/1", _vllm_root, _vllm_chain, _vllm_tail, "Q", False, "vllm"),
 }
+
+
+_BOUND = {"I": "2**32", "Q": "2**64"}
+
+
+def _id_array(scheme: _Scheme, ids: Sequence[int]) -> array:
+    """``ids`` as an array of the scheme's typecode (uint32 first for vllm: half the memory).
+
+    Raises:
+        ValueError: an id is not an int in the scheme's range.
+    """
+    try:
+        try:
+            return array("I", ids)
+        except OverflowError:
+            if scheme.typecode == "I":
+                raise
+            return array("Q", ids)
+    except (OverflowError, TypeError) as exc:
+        raise ValueError(f"token ids must be ints in [0, {_BOUND[scheme.typecode]}): {exc}") from None
 
 
 def _block_extra(extras: BlockExtras | None, salt: str | None, start: int, end: int, index: int) -> tuple | None:
@@ -443,31 +476,26 @@ class KeyChain:
             ids = self._pending + list(token_ids)
         else:  # read-only from here on: a caller's list is used as it is
             ids = token_ids if isinstance(token_ids, list) else list(token_ids)
-        try:
-            try:
-                arr = array("I", ids)
-            except OverflowError:  # vllm takes uint64 ids; uint32 is half the memory when they fit
-                if scheme.typecode == "I":
-                    raise
-                arr = array("Q", ids)
-        except (OverflowError, TypeError) as exc:
-            bound = "2**32" if scheme.typecode == "I" else "2**64"
-            raise ValueError(f"token ids must be ints in [0, {bound}): {exc}") from None
         b = self.spec.block_size
         n_full = len(ids) // b * b
-        self._pending = ids[n_full:]
-        if not n_full:
-            return []
-        if n_full < len(ids):
-            arr, ids = arr[:n_full], ids[:n_full]
-        first = len(self.keys)
-        tails = self._tails(scheme, first, n_full // b)
-        if scheme.typecode == "I":
-            new = scheme.chain(self._parent, arr, b, tails)
+        new: list[bytes] = []
+        c_chain = getattr(_chainhash, scheme.c_chain) if _chainhash is not None and scheme.c_chain else None
+        if c_chain is not None:  # validates (and reads) the full blocks' ids itself
+            _id_array(scheme, ids[n_full:])
+            if n_full:
+                try:
+                    new = c_chain(self._parent, ids, b, self._tails(scheme, len(self.keys), n_full // b))
+                except (OverflowError, TypeError) as exc:
+                    raise ValueError(f"token ids must be ints in [0, {_BOUND[scheme.typecode]}): {exc}") from None
         else:
-            new = scheme.chain(self._parent, arr, ids, b, tails)
-        self._parent = new[-1]
-        self.keys.extend(new)
+            arr = _id_array(scheme, ids)
+            if n_full:
+                arr = arr[:n_full] if n_full < len(arr) else arr
+                new = scheme.chain(self._parent, arr, b, self._tails(scheme, len(self.keys), n_full // b))
+        self._pending = ids[n_full:]
+        if new:
+            self._parent = new[-1]
+            self.keys.extend(new)
         return new
 
     def _tails(self, scheme: _Scheme, first: int, count: int) -> list[bytes]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import random
 import struct
 
@@ -80,23 +81,39 @@ def test_seed_zero_root_is_the_published_constant():
     assert hashlib.sha256(cbor2.dumps("0", canonical=True)).hexdigest() == SEED0_ROOT
 
 
+# The implementations of the SHA-256 chains: "c" (recipe._chainhash, the default when it was
+# compiled), and the Python fallbacks, "pure" (vllm: table-driven encoder) and "numpy" (vllm:
+# vectorised encoder; for the native scheme both are the one Python chain).
 try:
     import numpy  # noqa: F401
 
     ENCODERS = ["pure", "numpy"]
 except ImportError:  # the numpy encoder is optional; test_numpy_encoder_* skip visibly
     ENCODERS = ["pure"]
+if cache_keys.ACCELERATED:
+    ENCODERS.insert(0, "c")
+CHAINS = ["c", "pure"] if cache_keys.ACCELERATED else ["pure"]
 
 
 @contextlib.contextmanager
 def vllm_encoder(name):
-    """Force the vllm scheme's pure-Python or numpy id encoder, whatever the prompt length."""
-    saved = cache_keys.NUMPY_MIN_TOKENS
+    """Force a chain implementation: the C extension, or the pure-Python / numpy id encoder."""
+    saved = cache_keys.NUMPY_MIN_TOKENS, cache_keys._chainhash
     cache_keys.NUMPY_MIN_TOKENS = 0 if name == "numpy" else 1 << 62
+    if name != "c":
+        cache_keys._chainhash = None
     try:
         yield
     finally:
-        cache_keys.NUMPY_MIN_TOKENS = saved
+        cache_keys.NUMPY_MIN_TOKENS, cache_keys._chainhash = saved
+
+
+def test_c_chains_are_built_where_ci_runs():
+    # CI installs a compiler and OpenSSL's headers: there the optional extension must exist, so the
+    # tests below exercise it (elsewhere a missing build only costs speed, never different keys).
+    if not os.environ.get("CI") and not cache_keys.ACCELERATED:
+        pytest.skip("recipe._chainhash not compiled here (optional); the Python chains are tested")
+    assert cache_keys.ACCELERATED and "c" in ENCODERS
 
 
 @settings(max_examples=250, deadline=None)
@@ -158,17 +175,21 @@ def _long_prompt(n, seed=5):
     return [rng.choice(pick)() for _ in range(n)]
 
 
+@pytest.mark.parametrize("encoder", [e for e in ENCODERS if e != "pure"])
 @pytest.mark.parametrize("block_size", [16, 64, 256])
-def test_numpy_encoder_matches_cbor2_on_long_prompts(block_size):
-    pytest.importorskip("numpy")
-    ids = _long_prompt(3 * cache_keys.NUMPY_MIN_TOKENS + 37)  # the default path: numpy
+def test_long_prompts_match_cbor2(block_size, encoder):
+    ids = _long_prompt(3 * cache_keys.NUMPY_MIN_TOKENS + 37)  # long enough for the numpy encoder
     spec = KeySpec("vllm", block_size, salt="tenant-7", hash_seed="0")
     extras = BlockExtras(lora="adapter", mm=(MultimodalItem("img-1", 100, 900), MultimodalItem("img-2", 5000, 40)))
     mm = tuple((m.identifier, m.offset, m.length) for m in extras.mm)
     expected = vllm_reference(ids, block_size, "0", lora="adapter", mm=mm, salt="tenant-7")
-    assert list(block_keys(ids, spec, extras).keys) == expected
-    assert list(block_keys(ids + [2**40] * block_size, spec, extras).keys[:-1]) == expected  # uint64 path
-    assert list(block_keys(ids, KeySpec("vllm", block_size, hash_seed="0")).keys) == vllm_reference(ids, block_size, "0")
+    with vllm_encoder(encoder):
+        assert list(block_keys(ids, spec, extras).keys) == expected
+        assert list(block_keys(ids + [2**40] * block_size, spec, extras).keys[:-1]) == expected  # uint64 ids
+        plain = list(block_keys(ids, KeySpec("vllm", block_size, hash_seed="0")).keys)
+        native = list(block_keys(ids, KeySpec("native", block_size, "m", "fp", "t", None), BlockExtras(lora="a")).keys)
+    assert plain == vllm_reference(ids, block_size, "0")
+    assert native == native_reference(ids, block_size, "m", "fp", "t", lora="a")
 
 
 def test_vllm_mode_without_numpy_gives_the_same_keys(monkeypatch):
@@ -176,22 +197,25 @@ def test_vllm_mode_without_numpy_gives_the_same_keys(monkeypatch):
     spec = KeySpec("vllm", 64, salt="s", hash_seed="3")
     expected = vllm_reference(ids, 64, "3", salt="s")
     monkeypatch.setattr(cache_keys, "_numpy", lambda: None)
+    monkeypatch.setattr(cache_keys, "_chainhash", None)
     assert list(block_keys(ids, spec).keys) == expected
 
 
 @settings(max_examples=150)
 @given(ids=token_ids, block_size=st.integers(1, 40), cuts=st.lists(st.integers(0, 300), max_size=8),
-       scheme=st.sampled_from(["native", "native-xxh3", "vllm"]), salt=st.none() | st.text(max_size=4))
-def test_incremental_equals_whole_prompt(ids, block_size, cuts, scheme, salt):
+       scheme=st.sampled_from(["native", "native-xxh3", "vllm"]), salt=st.none() | st.text(max_size=4),
+       impl=st.sampled_from(CHAINS))
+def test_incremental_equals_whole_prompt(ids, block_size, cuts, scheme, salt, impl):
     spec = KeySpec(scheme, block_size, model="m", salt=salt, hash_seed="7")
     extras = BlockExtras(lora="ad", mm=(MultimodalItem("img", 3, 20),))
-    chain, got, prev = KeyChain(spec, extras), [], 0
-    for c in sorted(set(cuts)) + [len(ids)]:
-        c = min(c, len(ids))
-        new = chain.extend(ids[prev:c])
-        assert len(new) == (c // block_size) - (prev // block_size)
-        got += new
-        prev = max(prev, c)
+    with vllm_encoder(impl):
+        chain, got, prev = KeyChain(spec, extras), [], 0
+        for c in sorted(set(cuts)) + [len(ids)]:
+            c = min(c, len(ids))
+            new = chain.extend(ids[prev:c])
+            assert len(new) == (c // block_size) - (prev // block_size)
+            got += new
+            prev = max(prev, c)
     assert got == list(block_keys(ids, spec, extras).keys) == chain.keys
     assert chain.num_tokens == len(ids)
 
@@ -251,10 +275,11 @@ def native_reference(ids, block_size, model, tokenizer, salt, lora=None, xxh=Fal
 @settings(max_examples=100)
 @given(ids=st.lists(st.integers(0, 2**32 - 1), max_size=200), block_size=st.integers(1, 33),
        model=st.text(max_size=6), salt=st.none() | st.text(max_size=6), lora=st.none() | st.text(max_size=4),
-       xxh=st.booleans())
-def test_native_layout_matches_documented_bytes(ids, block_size, model, salt, lora, xxh):
+       xxh=st.booleans(), impl=st.sampled_from(CHAINS))
+def test_native_layout_matches_documented_bytes(ids, block_size, model, salt, lora, xxh, impl):
     spec = KeySpec("native-xxh3" if xxh else "native", block_size, model, "fp", salt)
-    got = block_keys(ids, spec, BlockExtras(lora=lora))
+    with vllm_encoder(impl):
+        got = block_keys(ids, spec, BlockExtras(lora=lora))
     assert list(got.keys) == native_reference(ids, block_size, model, "fp", salt, lora, xxh)
     assert all(len(k) == (16 if xxh else 32) for k in got.keys)
 
@@ -289,12 +314,82 @@ def test_vllm_salt_reaches_every_key(ids, s1, s2, block_size):
 # ---------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("bad", [[-1], [2**32], [1.5], ["a"]])
-def test_invalid_token_ids_raise_value_error(bad):
-    with pytest.raises(ValueError):
-        block_keys([0] * 10 + bad, KeySpec(block_size=4))
-    with pytest.raises(ValueError):
-        block_keys([0] * 10 + ([-1] if bad == [2**32] else bad), KeySpec("vllm", 4, hash_seed="0"))
+@pytest.mark.parametrize("impl", CHAINS)
+@pytest.mark.parametrize("at", [0, 5, 11])  # in a full block / in the trailing partial block
+@pytest.mark.parametrize("bad", [-1, 2**32, 1.5, "a", None, 2**64])
+def test_invalid_token_ids_raise_value_error(bad, at, impl):
+    ids = [0] * 11
+    ids.insert(at, bad)
+    for spec in (KeySpec(block_size=4), KeySpec("vllm", 4, hash_seed="0")):
+        chain = KeyChain(spec)
+        with vllm_encoder(impl), pytest.raises(ValueError, match=r"token ids must be ints in \[0, 2\*\*(32|64)\)"):
+            if spec.scheme == "native" or bad != 2**32:  # 2**32 is a valid vllm id
+                chain.extend(ids)
+            else:
+                raise ValueError("token ids must be ints in [0, 2**64): (valid in vllm)")
+        assert chain.keys == [] and chain.num_tokens == 0  # nothing was taken
+
+
+class _Index:
+    """An int-like id (``__index__``), as numpy integers are."""
+
+    def __init__(self, value, on_index=None):
+        self.value, self.on_index = value, on_index
+
+    def __index__(self):
+        if self.on_index:
+            self.on_index()
+        return self.value
+
+
+@pytest.mark.parametrize("impl", CHAINS)
+@pytest.mark.parametrize("scheme", ["native", "vllm"])
+def test_int_like_ids_give_the_same_keys(scheme, impl):
+    spec = KeySpec(scheme, 4, hash_seed="0")
+    ids = [3, 70_000, 0, 2**30 + 5, 24, 255, 1, 2, True, 9, 10, 11]
+    with vllm_encoder(impl):
+        got = block_keys([_Index(int(i)) for i in ids], spec).keys
+        assert block_keys(ids, spec).keys == got
+    expected = vllm_reference([int(i) for i in ids], 4, "0") if scheme == "vllm" else native_reference(
+        [int(i) for i in ids], 4, "", "", None)
+    assert list(got) == expected
+
+
+@pytest.mark.parametrize("scheme", ["native", "vllm"])
+def test_c_chain_survives_a_list_changed_while_it_is_read(scheme):
+    if not cache_keys.ACCELERATED:
+        pytest.skip("recipe._chainhash not compiled here")
+    ids: list = list(range(64))
+    ids[10] = _Index(10, on_index=ids.clear)  # __index__ empties the list being read
+    with pytest.raises(ValueError, match="changed size"):
+        block_keys(ids, KeySpec(scheme, 16, hash_seed="0"))
+    grown: list = list(range(64))
+    grown[10] = _Index(10, on_index=lambda: grown.extend(range(10_000)))  # reallocates the list
+    keys = block_keys(grown, KeySpec(scheme, 16, hash_seed="0")).keys
+    assert len(keys) == 4  # the 64 ids there when the call began
+    assert keys[0] == block_keys(list(range(16)), KeySpec(scheme, 16, hash_seed="0")).keys[0]
+
+
+def test_c_chain_rejects_bad_arguments():
+    if not cache_keys.ACCELERATED:
+        pytest.skip("recipe._chainhash not compiled here")
+    from recipe import _chainhash
+
+    for fn in (_chainhash.native, _chainhash.vllm):
+        assert fn(bytes(32), [], 4, []) == []
+        with pytest.raises(ValueError, match="32-byte"):
+            fn(bytes(31), [1, 2], 2, [b""])
+        with pytest.raises(TypeError):
+            fn(bytearray(32), [1, 2], 2, [b""])  # a mutable parent is refused
+        with pytest.raises(ValueError, match="block_size"):
+            fn(bytes(32), [1, 2], 0, [b""])
+        with pytest.raises(ValueError, match="fewer ids"):
+            fn(bytes(32), [1, 2, 3], 2, [b"", b""])
+        with pytest.raises(TypeError, match=r"tails\[1\]"):
+            fn(bytes(32), [1, 2, 3, 4], 2, [b"", "x"])
+        with pytest.raises(TypeError):
+            fn(bytes(32), 5, 2, [b""])
+        assert len(fn(bytes(32), (1, 2, 3), 1, (b"", b"", b""))) == 3  # any sequences
 
 
 def test_bad_specs_raise_value_error():
