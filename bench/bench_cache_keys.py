@@ -3,10 +3,12 @@
 Hashes a 128k-token prompt (tokenized Python stdlib source, and uniform random ids over the V4
 vocabulary) at block sizes 16/64/256 with every scheme, against the anchor measured in the same
 run: vLLM v1's prefix-cache block hasher with ``sha256_cbor`` (cbor2 + hashlib), reproduced call
-for call (see :func:`vllm_anchor`). Checks the vllm scheme's keys are identical to the anchor's,
-then times longest-prefix lookups in a MemoryPrefixIndex holding ``--keys`` block keys. Prints
-medians (ms) and ratios (anchor time / scheme time); all timed functions run interleaved, so
-machine load hits them alike.
+for call (see :func:`vllm_anchor`). The native and vllm chains run in C (``recipe._chainhash``)
+when it is compiled; the Python chains are timed beside them. Checks every vllm variant's keys are
+identical to the anchor's, prints the native floor, then times longest-prefix lookups in a
+MemoryPrefixIndex holding ``--keys`` block keys. Prints medians (ms) and ratios (anchor time /
+scheme time); all timed functions run interleaved, so machine load hits them alike, and each
+hashing call starts from cold CPU caches, so none profits from what the previous one left there.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import random
 import statistics
 import sysconfig
 import time
-from array import array
 from collections.abc import Callable, Sequence
 from typing import Any, NewType
 
@@ -148,26 +149,44 @@ def lean_anchor(ids: list[int], block_size: int) -> list[bytes]:
     return out
 
 
-def medians_ms(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """Median wall time (ms) of each function, the functions run in turn ``repeat`` times."""
+_SCRATCH = bytearray(64 << 20)  # larger than this machine's caches
+_STRIDE = bytes(len(_SCRATCH[::64]))
+
+
+def evict_caches() -> None:
+    """Write one byte per 64-byte line of a 64 MiB buffer: the next call starts with cold CPU caches."""
+    _SCRATCH[::64] = _STRIDE
+
+
+def medians_ms(fns: dict[str, Callable[[], Any]], repeat: int, cold: bool = True) -> dict[str, float]:
+    """Median wall time (ms) of each function, the functions run in turn ``repeat`` times.
+
+    With ``cold``, the CPU caches are evicted before every timed call (untimed), so no function
+    profits from data the previous one left in cache (a request's ids arrive after other work).
+    """
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
         for k, fn in fns.items():
+            if cold:
+                evict_caches()
             t = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t)
     return {k: statistics.median(v) * 1000 for k, v in times.items()}
 
 
-def without_numpy(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` run with the vllm scheme's pure-Python encoder (numpy path disabled)."""
+def python_chain(fn: Callable[[], Any], numpy: bool = True) -> Callable[[], Any]:
+    """``fn`` run with the Python chains (C extension off), with or without the numpy encoder."""
 
     def run() -> Any:
-        saved, cache_keys.NUMPY_MIN_TOKENS = cache_keys.NUMPY_MIN_TOKENS, 1 << 62
+        saved = cache_keys._chainhash, cache_keys.NUMPY_MIN_TOKENS
+        cache_keys._chainhash = None
+        if not numpy:
+            cache_keys.NUMPY_MIN_TOKENS = 1 << 62
         try:
             return fn()
         finally:
-            cache_keys.NUMPY_MIN_TOKENS = saved
+            cache_keys._chainhash, cache_keys.NUMPY_MIN_TOKENS = saved
 
     return run
 
@@ -188,10 +207,10 @@ def workloads() -> dict[str, list[int]]:
 
 
 def bench_hashing(repeat: int) -> None:
-    has_numpy = cache_keys._numpy() is not None
-    print(f"hashing {N_TOKENS} tokens; median of {repeat} interleaved runs, ms (ratio = anchor / scheme);"
-          f" numpy {'installed' if has_numpy else 'absent: vllm = vllm-pure'}")
-    cols = ["lean cbor2", "native", "native-xxh3", "vllm", "vllm-pure"]
+    impl = "C (recipe._chainhash)" if cache_keys.ACCELERATED else "Python (recipe._chainhash not compiled)"
+    print(f"hashing {N_TOKENS} tokens; median of {repeat} interleaved runs, each from cold CPU caches, ms"
+          f" (ratio = anchor / scheme); native and vllm chains: {impl}; -py/-numpy/-pure: the Python chains")
+    cols = ["lean cbor2", "native", "native-py", "native-xxh3", "vllm", "vllm-numpy", "vllm-pure"]
     print(f"{'workload':12} {'B':>4} {'anchor':>7} " + " ".join(f"{c:>14}" for c in cols))
     floors = []
     for name, ids in workloads().items():
@@ -200,46 +219,50 @@ def bench_hashing(repeat: int) -> None:
             ref = vllm_anchor(request, b)
             assert lean_anchor(ids, b) == ref, "the lean anchor differs from the engine path"
             vllm = KeySpec("vllm", b, hash_seed=SEED)
-            assert list(block_keys(ids, vllm).keys) == ref, "vllm scheme keys differ from the cbor2 reference"
-            assert list(without_numpy(lambda: block_keys(ids, vllm))().keys) == ref, "vllm-pure keys differ"
+            for variant in (lambda: block_keys(ids, vllm), python_chain(lambda: block_keys(ids, vllm)),
+                            python_chain(lambda: block_keys(ids, vllm), numpy=False)):
+                assert list(variant().keys) == ref, "vllm scheme keys differ from the cbor2 reference"
             native = KeySpec("native", b, model="deepseek-v4", tokenizer="fp")
+            assert block_keys(ids, native).keys == python_chain(lambda: block_keys(ids, native))().keys
             xxh3 = KeySpec("native-xxh3", b, model="deepseek-v4", tokenizer="fp")
             t = medians_ms(
                 {
                     "anchor": lambda: vllm_anchor(request, b),
                     "lean cbor2": lambda: lean_anchor(ids, b),
                     "native": lambda: block_keys(ids, native),
+                    "native-py": python_chain(lambda: block_keys(ids, native)),
                     "native-xxh3": lambda: block_keys(ids, xxh3),
                     "vllm": lambda: block_keys(ids, vllm),
-                    "vllm-pure": without_numpy(lambda: block_keys(ids, vllm)),
+                    "vllm-numpy": python_chain(lambda: block_keys(ids, vllm)),
+                    "vllm-pure": python_chain(lambda: block_keys(ids, vllm), numpy=False),
                 },
                 repeat,
             )
             cells = [f"{t[c]:6.2f} ({t['anchor'] / t[c]:4.1f}x)" for c in cols]
             print(f"{name:12} {b:4d} {t['anchor']:7.2f} " + " ".join(f"{c:>14}" for c in cells))
             if name == "stdlib-code":
-                floors.append((b, t["anchor"], native_floor(ids, b, repeat)))
-    print("vllm scheme keys (numpy and pure) identical to the cbor2 reference: yes")
-    print("\nnative floor (stdlib-code): the work no SHA-256 chain over list[int] ids can skip, ms")
-    print(f"{'B':>4} {'anchor/20':>10} {'ids->uint32':>12} {'sha256 loop':>12} {'sum':>7}")
-    for b, t_anchor, (convert, loop) in floors:
-        print(f"{b:4d} {t_anchor / 20:10.2f} {convert:12.2f} {loop:12.2f} {convert + loop:7.2f}")
+                floors.append((b, t["anchor"], t["native"], native_floor(ids, b, repeat)))
+    print("vllm scheme keys (C, numpy and pure) identical to the cbor2 reference; native C = native Python: yes")
+    print("\nnative floor (stdlib-code, cold caches as above), ms: the SHA-256 compressions this layout needs,")
+    print("as one hashlib call over that many 64-byte blocks, plus reading the 128k Python ints (C: one block")
+    print("of all ids, minus SHA-256 of its bytes). No single-threaded chain over list[int] ids beats their sum.")
+    print(f"{'B':>4} {'anchor/20':>10} {'sha256 work':>12} {'read ids':>9} {'sum':>7} {'native':>7}")
+    for b, t_anchor, t_native, (sha, read) in floors:
+        print(f"{b:4d} {t_anchor / 20:10.2f} {sha:12.2f} {read:9.2f} {sha + read:7.2f} {t_native:7.2f}")
 
 
 def native_floor(ids: list[int], block_size: int, repeat: int) -> tuple[float, float]:
-    """(array('I', ids) alone, the bare ``h = sha256(h + block).digest()`` loop over pre-cut blocks)."""
-    data = array("I", ids).tobytes()
-    step = 4 * block_size
-    blocks = [data[i : i + step] + b"\0\0\0\0" for i in range(0, len(data) - step + 1, step)]
-
-    def loop() -> bytes:
-        sha, h = hashlib.sha256, bytes(32)
-        for blk in blocks:
-            h = sha(h + blk).digest()
-        return h
-
-    t = medians_ms({"convert": lambda: array("I", ids), "loop": loop}, repeat)
-    return t["convert"], t["loop"]
+    """(one SHA-256 over as many 64-byte blocks as the native chain compresses, reading the ids in C)."""
+    per_block = -(-(32 + 4 * block_size + 4 + 9) // 64) * 64  # parent, ids, empty extras, SHA padding
+    work = bytes(len(ids) // block_size * per_block)
+    data = bytes(4 * len(ids))
+    fns: dict[str, Callable[[], Any]] = {"work": lambda: hashlib.sha256(work).digest(),
+                                         "data": lambda: hashlib.sha256(data).digest()}
+    if cache_keys._chainhash is not None:
+        one = cache_keys._chainhash.native
+        fns["one block"] = lambda: one(bytes(32), ids, len(ids), [b""])
+    t = medians_ms(fns, repeat)
+    return t["work"], max(0.0, t.get("one block", t["data"]) - t["data"])
 
 
 def bench_lookup(n_keys: int, repeat: int) -> None:
@@ -260,7 +283,7 @@ def bench_lookup(n_keys: int, repeat: int) -> None:
         ("half hit, 2048 keys", stored[len(stored) // 3][:1024] + [rng.randbytes(32) for _ in range(1024)]),
         ("miss", [rng.randbytes(32) for _ in range(2048)]),
     ):
-        t = medians_ms({"scores": lambda: index.scores(ns, keys)}, repeat)["scores"]
+        t = medians_ms({"scores": lambda: index.scores(ns, keys)}, repeat, cold=False)["scores"]
         print(f"  {label:22} {t * 1000:9.1f} us per request ({t * 1e6 / len(keys):6.0f} ns per key)")
 
 
