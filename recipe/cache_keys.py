@@ -390,7 +390,9 @@ SCHEMES: dict[str, _Scheme] = {
 }
 
 
-_BOUND = {"I": "2**32", "Q": "2**64"}
+def _bad_ids(scheme: _Scheme, exc: Exception) -> ValueError:
+    """The error for ids outside the scheme's range or not ints (``exc``: what array or C raised)."""
+    return ValueError(f"token ids must be ints in [0, {'2**32' if scheme.typecode == 'I' else '2**64'}): {exc}")
 
 
 def _id_array(scheme: _Scheme, ids: Sequence[int]) -> array:
@@ -407,7 +409,7 @@ def _id_array(scheme: _Scheme, ids: Sequence[int]) -> array:
                 raise
             return array("Q", ids)
     except (OverflowError, TypeError) as exc:
-        raise ValueError(f"token ids must be ints in [0, {_BOUND[scheme.typecode]}): {exc}") from None
+        raise _bad_ids(scheme, exc) from None
 
 
 def _block_extra(extras: BlockExtras | None, salt: str | None, start: int, end: int, index: int) -> tuple | None:
@@ -486,7 +488,7 @@ class KeyChain:
                 try:
                     new = c_chain(self._parent, ids, b, self._tails(scheme, len(self.keys), n_full // b))
                 except (OverflowError, TypeError) as exc:
-                    raise ValueError(f"token ids must be ints in [0, {_BOUND[scheme.typecode]}): {exc}") from None
+                    raise _bad_ids(scheme, exc) from None
         else:
             arr = _id_array(scheme, ids)
             if n_full:
