@@ -74,7 +74,9 @@ read_id(PyObject *seq, Py_ssize_t i, uint64_t max, uint64_t *out)
         Py_INCREF(item);
         num = PyNumber_Index(item);
         if (num == NULL) {
-            PyErr_Format(PyExc_TypeError, "token id must be an int, not %.100s", Py_TYPE(item)->tp_name);
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) { /* not an int-like; other errors pass */
+                PyErr_Format(PyExc_TypeError, "token id must be an int, not %.100s", Py_TYPE(item)->tp_name);
+            }
             Py_DECREF(item);
             return -1;
         }

@@ -355,6 +355,16 @@ def test_int_like_ids_give_the_same_keys(scheme, impl):
     assert list(got) == expected
 
 
+@pytest.mark.parametrize("impl", CHAINS)
+@pytest.mark.parametrize("scheme", ["native", "vllm"])
+def test_an_error_inside_index_reaches_the_caller_unchanged(scheme, impl):
+    def boom():
+        raise RuntimeError("boom")
+
+    with vllm_encoder(impl), pytest.raises(RuntimeError, match="boom"):
+        block_keys([1, 2, _Index(3, on_index=boom), 4], KeySpec(scheme, 2, hash_seed="0"))
+
+
 @pytest.mark.parametrize("scheme", ["native", "vllm"])
 def test_c_chain_survives_a_list_changed_while_it_is_read(scheme):
     if not cache_keys.ACCELERATED:
