@@ -10,9 +10,15 @@
  *                     || tails[i])                                          ids in [0, 2**64)
  *
  * parent: bytes (h_{-1}); ids: a sequence of ints with at least len(tails) * block_size items (only
- * those are read); tails: a sequence of bytes, one per block (its length is the block count).
+ * those are read; an exact list or tuple is read in place, anything else is copied with list());
+ * tails: a sequence of bytes, one per block (its length is the block count).
  * Raises TypeError for a non-integer id, OverflowError for one out of range, ValueError for bad
- * shapes. Ids are read with the GIL held; the hashing runs with the GIL released.
+ * shapes or a list that an __index__ method (or a finalizer) resized while it was read.
+ *
+ * The GIL is held for the whole call (about 1 ms per 128k ids): no other thread can change the
+ * list in between, so the keys are those of the list as the call found it, as in the Python
+ * chains. Only Python code the call itself runs (an id's __index__, a finalizer during an
+ * allocation) can change it, and the item array is fetched again after each such point.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -178,9 +184,16 @@ job_init(Job *job, PyObject *args)
         return -1;
     }
     job->n_blocks = PyTuple_GET_SIZE(job->tails);
-    job->ids = PySequence_Fast(ids, "ids must be a sequence of ints");
-    if (job->ids == NULL) {
-        return -1;
+    /* exact types only: a list subclass's own __getitem__/__iter__ must not be bypassed */
+    if (PyList_CheckExact(ids) || PyTuple_CheckExact(ids)) {
+        Py_INCREF(ids);
+        job->ids = ids;
+    }
+    else {
+        job->ids = PySequence_List(ids);
+        if (job->ids == NULL) {
+            return -1;
+        }
     }
     if (job->n_blocks > PY_SSIZE_T_MAX / job->block_size
         || PySequence_Fast_GET_SIZE(job->ids) < job->n_blocks * job->block_size) {
@@ -223,8 +236,8 @@ cbor_head(uint8_t *p, uint8_t major, uint64_t v)
     return 1 + (size_t)n;
 }
 
-/* Ids are encoded CHUNK at a time into one small buffer (GIL held), which is then hashed with the
- * GIL released: the working set stays in cache and no large allocation is paged in per call. */
+/* Ids are encoded CHUNK at a time into one small buffer, which is then hashed: the working set
+ * stays in cache and no large allocation is paged in per call. */
 #define CHUNK 4096
 #define MAX_ID_BYTES 9 /* CBOR uint64 */
 
@@ -298,7 +311,8 @@ run(const Job *job, int vllm)
         goto fail;
     }
     /* The keys' bytes objects exist before hashing starts, which writes into them: no one else
-     * holds the list until it is returned. */
+     * holds the list until it is returned. After this, only read_id (an id that is not a small
+     * exact int) runs Python code or allocates, and next_id fetches the item array again after it. */
     for (Py_ssize_t i = 0; i < job->n_blocks; i++) {
         PyObject *key = PyBytes_FromStringAndSize(NULL, DIGEST);
         if (key == NULL) {
@@ -307,9 +321,14 @@ run(const Job *job, int vllm)
         PyList_SET_ITEM(c.out, i, key);
     }
     Py_ssize_t n = job->n_blocks * job->block_size, left = job->block_size;
-    PyObject **items = PySequence_Fast_ITEMS(job->ids);
     for (Py_ssize_t pos = 0; pos < n; pos += CHUNK) {
         Py_ssize_t end = pos + CHUNK < n ? pos + CHUNK : n;
+        /* fetched here, after the allocations above (a finalizer they trigger may resize a list) */
+        if (PySequence_Fast_GET_SIZE(job->ids) < n) {
+            PyErr_SetString(PyExc_ValueError, "the ids changed size while being read");
+            goto fail;
+        }
+        PyObject **items = PySequence_Fast_ITEMS(job->ids);
         size_t at = 0, n_cuts = 0;
         for (Py_ssize_t i = pos; i < end; i++) {
             uint64_t v;
@@ -331,7 +350,6 @@ run(const Job *job, int vllm)
                 left = job->block_size;
             }
         }
-        Py_BEGIN_ALLOW_THREADS
         size_t off = 0;
         for (size_t k = 0; k < n_cuts; k++) {
             feed(&c, buf + off, cuts[k] - off);
@@ -341,7 +359,6 @@ run(const Job *job, int vllm)
         if (off < at) {
             feed(&c, buf + off, at - off);
         }
-        Py_END_ALLOW_THREADS
     }
     PyMem_Free(buf);
     PyMem_Free(cuts);

@@ -28,6 +28,7 @@ import hashlib
 import operator
 import struct
 import sys
+import threading
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -410,6 +411,8 @@ def _id_array(scheme: _Scheme, ids: Sequence[int]) -> array:
             return array("Q", ids)
     except (OverflowError, TypeError) as exc:
         raise _bad_ids(scheme, exc) from None
+    except IndexError:  # array() read past the end of a list an __index__ shrank
+        raise ValueError("the ids changed size while being read") from None
 
 
 def _block_extra(extras: BlockExtras | None, salt: str | None, start: int, end: int, index: int) -> tuple | None:
@@ -450,7 +453,8 @@ class KeySet:
 class KeyChain:
     """Incremental block keys of one request: :meth:`extend` with ids, get the new full-block keys.
 
-    Feeding a prompt at once or token by token during decode gives the same keys.
+    Feeding a prompt at once or token by token during decode gives the same keys. Calls from
+    several threads are serialised (the keys are those of some serial order of the calls).
     """
 
     spec: KeySpec
@@ -458,6 +462,8 @@ class KeyChain:
     keys: list[bytes] = field(default_factory=list)
     _pending: list[int] = field(default_factory=list, repr=False)
     _parent: bytes = field(default=b"", repr=False)
+    _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
+    _extending: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._parent = self.spec.root()
@@ -471,30 +477,44 @@ class KeyChain:
         """Append ids; returns the keys of the blocks they complete (possibly none).
 
         Raises:
-            ValueError: an id is not an int in ``[0, 2**32)`` (native) / ``[0, 2**64)`` (vllm).
+            ValueError: an id is not an int in ``[0, 2**32)`` (native) / ``[0, 2**64)`` (vllm), or the
+                list was resized while being read (by an id's ``__index__``); the chain is unchanged.
+            RuntimeError: an id's ``__index__`` called ``extend`` on this same chain.
         """
+        with self._lock:  # one extend at a time: each builds on the previous one's last key
+            if self._extending:
+                raise RuntimeError("KeyChain.extend was called again from inside itself (an id's __index__)")
+            self._extending = True
+            try:
+                return self._extend(token_ids)
+            finally:
+                self._extending = False
+
+    def _extend(self, token_ids: Iterable[int]) -> list[bytes]:
         scheme = SCHEMES[self.spec.scheme]
         if self._pending:
             ids = self._pending + list(token_ids)
-        else:  # read-only from here on: a caller's list is used as it is
-            ids = token_ids if isinstance(token_ids, list) else list(token_ids)
+        else:  # read-only from here on: a caller's list is used as it is (a subclass is copied)
+            ids = token_ids if type(token_ids) is list else list(token_ids)
         b = self.spec.block_size
         n_full = len(ids) // b * b
         new: list[bytes] = []
         c_chain = getattr(_chainhash, scheme.c_chain) if _chainhash is not None and scheme.c_chain else None
         if c_chain is not None:  # validates (and reads) the full blocks' ids itself
-            _id_array(scheme, ids[n_full:])
             if n_full:
                 try:
                     new = c_chain(self._parent, ids, b, self._tails(scheme, len(self.keys), n_full // b))
                 except (OverflowError, TypeError) as exc:
                     raise _bad_ids(scheme, exc) from None
+            # checked after the chain: an id's __index__ may have changed the partial block meanwhile
+            pending = _id_array(scheme, ids[n_full:]).tolist()
         else:
             arr = _id_array(scheme, ids)
+            pending = arr[n_full:].tolist()
             if n_full:
                 arr = arr[:n_full] if n_full < len(arr) else arr
                 new = scheme.chain(self._parent, arr, b, self._tails(scheme, len(self.keys), n_full // b))
-        self._pending = ids[n_full:]
+        self._pending = pending
         if new:
             self._parent = new[-1]
             self.keys.extend(new)

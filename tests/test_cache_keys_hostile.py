@@ -3,8 +3,9 @@ chains and independent oracles (cbor2 + hashlib for vllm, struct + hashlib for t
 layout), for odd containers and int-likes, invalid ids, lists changed while read, block sizes around
 the C reader's 4,096-id chunk, threads, leaks, and bad arguments to the extension itself.
 
-Tests of the C path skip visibly where the optional extension is not compiled. Known bugs are
-``xfail(strict=True)``: they flip to failures (XPASS) once fixed, so remove the marker then.
+Tests of the C path skip visibly where the optional extension is not compiled. The crash
+reproducers (a list cleared by another thread or by a finalizer while the C chain reads it) run in
+a subprocess, so a regression fails one test instead of killing the run.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from recipe.cache_keys import KeyChain, KeySpec, block_keys
 
 np = pytest.importorskip("numpy")  # a declared dependency; the numpy id containers need it
 
-CHUNK = 4096  # ids the C reader encodes between two GIL releases (recipe/_chainhash.c)
+CHUNK = 4096  # ids the C reader encodes into its buffer at a time (recipe/_chainhash.c)
 BAD_IDS = r"token ids must be ints in \[0, 2\*\*(32|64)\)"
 
 
@@ -76,6 +77,7 @@ def oracle(scheme, ids, block_size):
 # ---------------------------------------------------------------- choosing the chain implementation
 
 IMPLS = ["c", "pure", "numpy"]  # numpy: the vectorised vllm encoder (native has one Python chain)
+SCHEME_IMPLS = [(s, i) for s in ("native", "vllm") for i in IMPLS if (s, i) != ("native", "numpy")]
 
 
 @pytest.fixture
@@ -163,13 +165,10 @@ def plain(container, ids):
     return [int(i) for i in made]
 
 
-@pytest.mark.parametrize("impl", IMPLS, indirect=True)
+@pytest.mark.parametrize(("scheme", "impl"), SCHEME_IMPLS, indirect=["impl"])
 @pytest.mark.parametrize("block_size", [1, 4, 7, 36])
-@pytest.mark.parametrize("scheme", ["native", "vllm"])
 @pytest.mark.parametrize("container", list(CONTAINERS))
 def test_every_id_container_gives_the_oracle_keys(container, scheme, block_size, impl):
-    if impl == "numpy" and scheme == "native":
-        pytest.skip("native has one Python chain (covered by 'pure')")
     want = oracle(scheme, plain(container, IDS), block_size)
     assert len(want) == len(IDS) // block_size
     assert list(block_keys(CONTAINERS[container](IDS), spec_of(scheme, block_size)).keys) == want
@@ -247,12 +246,9 @@ def test_errors_inside_index_propagate_unchanged(scheme, impl):
 # ---------------------------------------------------------------- block sizes, chunks, incremental feeding
 
 
-@pytest.mark.parametrize("impl", IMPLS, indirect=True)
-@pytest.mark.parametrize("scheme", ["native", "vllm"])
+@pytest.mark.parametrize(("scheme", "impl"), SCHEME_IMPLS, indirect=["impl"])
 @pytest.mark.parametrize("block_size", [1, CHUNK - 1, CHUNK, CHUNK + 1, 5000, 3 * CHUNK + 7, 20_000])
 def test_block_sizes_around_the_c_chunk(block_size, scheme, impl):
-    if impl == "numpy" and scheme == "native":
-        pytest.skip("native has one Python chain (covered by 'pure')")
     ids = [(i * 2_654_435_761) % (2**32 if i % 3 else 300) for i in range(3 * CHUNK + 50)]
     if block_size == 1:
         ids = ids[:1500]  # the oracle's per-block cbor2 call is the slow part here
@@ -267,11 +263,8 @@ def test_block_sizes_around_the_c_chunk(block_size, scheme, impl):
     assert got == want and kc.keys == want and kc.num_tokens == len(ids)
 
 
-@pytest.mark.parametrize("impl", IMPLS, indirect=True)
-@pytest.mark.parametrize("scheme", ["native", "vllm"])
+@pytest.mark.parametrize(("scheme", "impl"), SCHEME_IMPLS, indirect=["impl"])
 def test_blocks_above_65535_ids_use_the_4_byte_cbor_array_head(scheme, impl):
-    if impl == "numpy" and scheme == "native":
-        pytest.skip("native has one Python chain (covered by 'pure')")
     ids = [(i * 7) % 2**32 for i in range(2 * 65_537 + 3)]
     assert list(block_keys(ids, spec_of(scheme, 65_537)).keys) == oracle(scheme, ids, 65_537)
 
@@ -351,9 +344,7 @@ def test_index_growing_the_list_keys_the_ids_there_when_the_call_began(scheme, i
 
 @pytest.mark.parametrize(
     "impl",
-    ["c", pytest.param("pure", marks=pytest.mark.xfail(strict=True, reason=(
-        "Python fallback: array() raises IndexError (not ValueError) when an __index__ shrinks the "
-        "list; fix: _id_array maps IndexError to ValueError('the ids changed size while being read')")))],
+    ["c", "pure"],
     indirect=True,
 )
 @pytest.mark.parametrize("scheme", ["native", "vllm"])
@@ -369,11 +360,7 @@ def test_index_shrinking_the_list_is_a_value_error_and_the_chain_is_unchanged(sc
 
 @pytest.mark.parametrize(
     "impl",
-    [pytest.param("c", marks=pytest.mark.xfail(strict=True, reason=(
-        "KeyChain.extend (C branch) validates the trailing partial block BEFORE the C chain runs the "
-        "full blocks' __index__ methods, then keeps ids[n_full:] unvalidated: an invalid pending id "
-        "poisons the chain (every later extend raises). Fix: validate the slice kept as _pending "
-        "after the chain call"))), "pure"],
+    ["c", "pure"],
     indirect=True,
 )
 @pytest.mark.parametrize("scheme", ["native", "vllm"])
@@ -394,10 +381,6 @@ class ShiftedList(list):
         return [x + 1 for x in got] if isinstance(i, slice) else got + 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "KeyChain.extend passes any list subclass to the C chain as it is (isinstance(token_ids, list)); "
-    "C reads the list's storage, the Python chain's array() calls the overridden __getitem__/__len__: "
-    "different keys. Fix: `type(token_ids) is list` (a subclass is copied with list(), as any iterable)"))
 @pytest.mark.parametrize("scheme", ["native", "vllm"])
 def test_list_subclasses_give_the_same_keys_in_c_and_python(scheme, monkeypatch):
     need_c()
@@ -409,7 +392,7 @@ def test_list_subclasses_give_the_same_keys_in_c_and_python(scheme, monkeypatch)
     assert list(keys_c) in (oracle(scheme, list(range(16)), 4), oracle(scheme, list(range(1, 17)), 4))
 
 
-# ---------------------------------------------------------------- threads (the C chain releases the GIL)
+# ---------------------------------------------------------------- threads
 
 
 def test_many_chains_hashed_concurrently_equal_the_single_threaded_keys():
@@ -437,11 +420,6 @@ def test_one_list_hashed_by_many_threads_at_once():
         assert all(k == want for k in pool.map(lambda _: block_keys(ids, spec_of("native", 64)).keys, range(24)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "KeyChain.extend is not atomic: it reads _pending/_parent, hashes (releasing the GIL in C, or "
-    "inside an __index__ in either path) and writes them back, so two threads extending one chain both "
-    "chain from the same parent (forked chain, lost ids). Fix: a threading.RLock around extend's body "
-    "(or document that a KeyChain belongs to one thread)"))
 @pytest.mark.parametrize("impl", IMPLS[:2], indirect=True)
 def test_one_keychain_extended_from_two_threads_is_some_serial_order(impl):
     kc = KeyChain(spec_of("native", 4))
@@ -472,12 +450,6 @@ def _run_isolated(code):
     return proc.returncode, proc.stdout + proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "SEGFAULT (heap use-after-free, ASan: _chainhash.c next_id <- run): run() fetches the list's "
-    "item array once, then releases the GIL after every 4,096-id chunk; another thread that clears "
-    "or reallocates the list meanwhile leaves `items` dangling. Fix: at the top of each chunk in "
-    "run(), re-check PySequence_Fast_GET_SIZE(ids) >= n (else ValueError 'changed size') and "
-    "re-fetch items = PySequence_Fast_ITEMS(ids)"))
 def test_a_list_cleared_by_another_thread_during_c_hashing_does_not_crash():
     need_c()
     rc, out = _run_isolated("""
@@ -506,11 +478,6 @@ def test_a_list_cleared_by_another_thread_during_c_hashing_does_not_crash():
                for line in out.splitlines()), out
 
 
-@pytest.mark.xfail(sys.version_info < (3, 12), strict=True, reason=(
-    "SEGFAULT on CPython <= 3.11, where the cyclic GC runs inside a GC allocation: run()'s "
-    "PyList_New can run a finalizer that clears the ids list after job_init checked its length; "
-    "the first read then dereferences the freed item array. Same fix as the threaded case: "
-    "re-check the size and re-fetch the items right before reading each chunk"))
 def test_a_gc_finalizer_clearing_the_ids_inside_the_c_call_does_not_crash():
     need_c()
     rc, out = _run_isolated("""
