@@ -492,11 +492,14 @@ class KeyChain:
 
     def _extend(self, token_ids: Iterable[int]) -> list[bytes]:
         scheme = SCHEMES[self.spec.scheme]
-        if self._pending:
-            ids = self._pending + list(token_ids)
-        else:  # read-only from here on: a caller's list is used as it is (a subclass is copied)
-            ids = token_ids if type(token_ids) is list else list(token_ids)
+        # read-only from here on: a caller's list is used as it is (a subclass is copied)
+        ids = token_ids if type(token_ids) is list else list(token_ids)
         b = self.spec.block_size
+        if len(self._pending) + len(ids) < b:  # no block completes (decode): check the new ids only
+            self._pending += _id_array(scheme, ids).tolist()
+            return []
+        if self._pending:
+            ids = self._pending + ids
         n_full = len(ids) // b * b
         new: list[bytes] = []
         c_chain = getattr(_chainhash, scheme.c_chain) if _chainhash is not None and scheme.c_chain else None
