@@ -400,7 +400,7 @@ def _id_array(scheme: _Scheme, ids: Sequence[int]) -> array:
     """``ids`` as an array of the scheme's typecode (uint32 first for vllm: half the memory).
 
     Raises:
-        ValueError: an id is not an int in the scheme's range.
+        ValueError: an id is not an int in the scheme's range, or an id's ``__index__`` shrank the list.
     """
     try:
         try:
@@ -500,27 +500,23 @@ class KeyChain:
             return []
         if self._pending:
             ids = self._pending + ids
-        n_full = len(ids) // b * b
-        new: list[bytes] = []
+        n_full = len(ids) // b * b  # >= b here
+        tails = self._tails(scheme, len(self.keys), n_full // b)
         c_chain = getattr(_chainhash, scheme.c_chain) if _chainhash is not None and scheme.c_chain else None
         if c_chain is not None:  # validates (and reads) the full blocks' ids itself
-            if n_full:
-                try:
-                    new = c_chain(self._parent, ids, b, self._tails(scheme, len(self.keys), n_full // b))
-                except (OverflowError, TypeError) as exc:
-                    raise _bad_ids(scheme, exc) from None
+            try:
+                new = c_chain(self._parent, ids, b, tails)
+            except (OverflowError, TypeError) as exc:
+                raise _bad_ids(scheme, exc) from None
             # checked after the chain: an id's __index__ may have changed the partial block meanwhile
             pending = _id_array(scheme, ids[n_full:]).tolist()
         else:
             arr = _id_array(scheme, ids)
             pending = arr[n_full:].tolist()
-            if n_full:
-                arr = arr[:n_full] if n_full < len(arr) else arr
-                new = scheme.chain(self._parent, arr, b, self._tails(scheme, len(self.keys), n_full // b))
+            new = scheme.chain(self._parent, arr[:n_full] if n_full < len(arr) else arr, b, tails)
         self._pending = pending
-        if new:
-            self._parent = new[-1]
-            self.keys.extend(new)
+        self._parent = new[-1]
+        self.keys.extend(new)
         return new
 
     def _tails(self, scheme: _Scheme, first: int, count: int) -> list[bytes]:
