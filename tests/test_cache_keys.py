@@ -314,92 +314,13 @@ def test_vllm_salt_reaches_every_key(ids, s1, s2, block_size):
 # ---------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("impl", CHAINS)
-@pytest.mark.parametrize("at", [0, 5, 11])  # in a full block / in the trailing partial block
-@pytest.mark.parametrize("bad", [-1, 2**32, 1.5, "a", None, 2**64])
-def test_invalid_token_ids_raise_value_error(bad, at, impl):
-    ids = [0] * 11
-    ids.insert(at, bad)
-    for spec in (KeySpec(block_size=4), KeySpec("vllm", 4, hash_seed="0")):
-        chain = KeyChain(spec)
-        with vllm_encoder(impl), pytest.raises(ValueError, match=r"token ids must be ints in \[0, 2\*\*(32|64)\)"):
-            if spec.scheme == "native" or bad != 2**32:  # 2**32 is a valid vllm id
-                chain.extend(ids)
-            else:
-                raise ValueError("token ids must be ints in [0, 2**64): (valid in vllm)")
-        assert chain.keys == [] and chain.num_tokens == 0  # nothing was taken
-
-
-class _Index:
-    """An int-like id (``__index__``), as numpy integers are."""
-
-    def __init__(self, value, on_index=None):
-        self.value, self.on_index = value, on_index
-
-    def __index__(self):
-        if self.on_index:
-            self.on_index()
-        return self.value
-
-
-@pytest.mark.parametrize("impl", CHAINS)
-@pytest.mark.parametrize("scheme", ["native", "vllm"])
-def test_int_like_ids_give_the_same_keys(scheme, impl):
-    spec = KeySpec(scheme, 4, hash_seed="0")
-    ids = [3, 70_000, 0, 2**30 + 5, 24, 255, 1, 2, True, 9, 10, 11]
-    with vllm_encoder(impl):
-        got = block_keys([_Index(int(i)) for i in ids], spec).keys
-        assert block_keys(ids, spec).keys == got
-    expected = vllm_reference([int(i) for i in ids], 4, "0") if scheme == "vllm" else native_reference(
-        [int(i) for i in ids], 4, "", "", None)
-    assert list(got) == expected
-
-
-@pytest.mark.parametrize("impl", CHAINS)
-@pytest.mark.parametrize("scheme", ["native", "vllm"])
-def test_an_error_inside_index_reaches_the_caller_unchanged(scheme, impl):
-    def boom():
-        raise RuntimeError("boom")
-
-    with vllm_encoder(impl), pytest.raises(RuntimeError, match="boom"):
-        block_keys([1, 2, _Index(3, on_index=boom), 4], KeySpec(scheme, 2, hash_seed="0"))
-
-
-@pytest.mark.parametrize("scheme", ["native", "vllm"])
-def test_c_chain_survives_a_list_changed_while_it_is_read(scheme):
-    if not cache_keys.ACCELERATED:
-        pytest.skip("recipe._chainhash not compiled here")
-    ids: list = list(range(64))
-    ids[10] = _Index(10, on_index=ids.clear)  # __index__ empties the list being read
-    with pytest.raises(ValueError, match="changed size"):
-        block_keys(ids, KeySpec(scheme, 16, hash_seed="0"))
-    grown: list = list(range(64))
-    grown[10] = _Index(10, on_index=lambda: grown.extend(range(10_000)))  # reallocates the list
-    keys = block_keys(grown, KeySpec(scheme, 16, hash_seed="0")).keys
-    assert len(keys) == 4  # the 64 ids there when the call began
-    assert keys[0] == block_keys(list(range(16)), KeySpec(scheme, 16, hash_seed="0")).keys[0]
-
-
-def test_c_chain_rejects_bad_arguments():
-    if not cache_keys.ACCELERATED:
-        pytest.skip("recipe._chainhash not compiled here")
-    from recipe import _chainhash
-
-    for fn in (_chainhash.native, _chainhash.vllm):
-        assert fn(bytes(32), [], 4, []) == []
-        with pytest.raises(ValueError, match="32-byte"):
-            fn(bytes(31), [1, 2], 2, [b""])
-        with pytest.raises(TypeError):
-            fn(bytearray(32), [1, 2], 2, [b""])  # a mutable parent is refused
-        with pytest.raises(ValueError, match="block_size"):
-            fn(bytes(32), [1, 2], 0, [b""])
-        with pytest.raises(ValueError, match="fewer ids"):
-            fn(bytes(32), [1, 2, 3], 2, [b"", b""])
-        with pytest.raises(TypeError, match=r"tails\[1\]"):
-            fn(bytes(32), [1, 2, 3, 4], 2, [b"", "x"])
-        with pytest.raises(TypeError):
-            fn(bytes(32), 5, 2, [b""])
-        assert len(fn(bytes(32), (1, 2, 3), 1, (b"", b"", b""))) == 3  # any sequences
+@pytest.mark.parametrize("bad", [[-1], [2**32], [1.5], ["a"]])
+def test_invalid_token_ids_raise_value_error(bad):
+    # every implementation, position and kind of bad id: tests/test_cache_keys_hostile.py
+    with pytest.raises(ValueError):
+        block_keys([0] * 10 + bad, KeySpec(block_size=4))
+    with pytest.raises(ValueError):
+        block_keys([0] * 10 + ([-1] if bad == [2**32] else bad), KeySpec("vllm", 4, hash_seed="0"))
 
 
 def test_bad_specs_raise_value_error():
