@@ -96,7 +96,7 @@ CHAINS = ["c", "pure"] if cache_keys.ACCELERATED else ["pure"]
 
 
 @contextlib.contextmanager
-def vllm_encoder(name):
+def chain_impl(name):
     """Force a chain implementation: the C extension, or the pure-Python / numpy id encoder."""
     saved = cache_keys.NUMPY_MIN_TOKENS, cache_keys._chainhash
     cache_keys.NUMPY_MIN_TOKENS = 0 if name == "numpy" else 1 << 62
@@ -130,7 +130,7 @@ def test_c_chains_are_built_where_ci_runs():
 def test_vllm_mode_is_byte_identical_to_cbor2(ids, block_size, seed, lora, mm, salt, embeds, encoder):
     spec = KeySpec("vllm", block_size, salt=salt, hash_seed=seed)
     extras = BlockExtras(lora=lora, mm=tuple(MultimodalItem(*m) for m in mm), prompt_embeds=embeds)
-    with vllm_encoder(encoder):
+    with chain_impl(encoder):
         got = block_keys(ids, spec, extras)
     assert list(got.keys) == vllm_reference(ids, block_size, seed, lora, mm, salt, embeds)
     assert got.scheme == "vllm-sha256-cbor/1" and got.block_size == block_size
@@ -148,7 +148,7 @@ def test_vllm_mode_is_byte_identical_to_cbor2(ids, block_size, seed, lora, mm, s
 def test_vllm_mode_blocks_with_differing_extras(ids, block_size, mm, encoder):
     # regression: the numpy encoder wrote the last block's extras at the end of every block
     extras = BlockExtras(mm=tuple(MultimodalItem(*m) for m in mm))
-    with vllm_encoder(encoder):
+    with chain_impl(encoder):
         got = block_keys(ids, KeySpec("vllm", block_size, hash_seed="0"), extras)
     assert list(got.keys) == vllm_reference(ids, block_size, "0", None, mm, None, ())
 
@@ -163,7 +163,7 @@ def test_vllm_mode_every_cbor_integer_width(ids, block_size, encoder):
     # ids of every CBOR width (1/2/3/5/9 bytes), around each boundary, in both encoders
     edges = [0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1]
     ids = ids + edges + ids[::-1]
-    with vllm_encoder(encoder):
+    with chain_impl(encoder):
         got = block_keys(ids, KeySpec("vllm", block_size, hash_seed="0"))
     assert list(got.keys) == vllm_reference(ids, block_size, "0")
 
@@ -183,7 +183,7 @@ def test_long_prompts_match_cbor2(block_size, encoder):
     extras = BlockExtras(lora="adapter", mm=(MultimodalItem("img-1", 100, 900), MultimodalItem("img-2", 5000, 40)))
     mm = tuple((m.identifier, m.offset, m.length) for m in extras.mm)
     expected = vllm_reference(ids, block_size, "0", lora="adapter", mm=mm, salt="tenant-7")
-    with vllm_encoder(encoder):
+    with chain_impl(encoder):
         assert list(block_keys(ids, spec, extras).keys) == expected
         assert list(block_keys(ids + [2**40] * block_size, spec, extras).keys[:-1]) == expected  # uint64 ids
         plain = list(block_keys(ids, KeySpec("vllm", block_size, hash_seed="0")).keys)
@@ -208,7 +208,7 @@ def test_vllm_mode_without_numpy_gives_the_same_keys(monkeypatch):
 def test_incremental_equals_whole_prompt(ids, block_size, cuts, scheme, salt, impl):
     spec = KeySpec(scheme, block_size, model="m", salt=salt, hash_seed="7")
     extras = BlockExtras(lora="ad", mm=(MultimodalItem("img", 3, 20),))
-    with vllm_encoder(impl):
+    with chain_impl(impl):
         chain, got, prev = KeyChain(spec, extras), [], 0
         for c in sorted(set(cuts)) + [len(ids)]:
             c = min(c, len(ids))
@@ -278,7 +278,7 @@ def native_reference(ids, block_size, model, tokenizer, salt, lora=None, xxh=Fal
        xxh=st.booleans(), impl=st.sampled_from(CHAINS))
 def test_native_layout_matches_documented_bytes(ids, block_size, model, salt, lora, xxh, impl):
     spec = KeySpec("native-xxh3" if xxh else "native", block_size, model, "fp", salt)
-    with vllm_encoder(impl):
+    with chain_impl(impl):
         got = block_keys(ids, spec, BlockExtras(lora=lora))
     assert list(got.keys) == native_reference(ids, block_size, model, "fp", salt, lora, xxh)
     assert all(len(k) == (16 if xxh else 32) for k in got.keys)
