@@ -144,8 +144,6 @@ typedef struct {
     PyObject *tails;     /* tuple of bytes (owned) */
     const uint8_t *parent;
     Py_ssize_t block_size, n_blocks;
-    const uint8_t **tail_ptr; /* per block */
-    Py_ssize_t *tail_len;
 } Job;
 
 static void
@@ -153,8 +151,6 @@ job_free(Job *job)
 {
     Py_XDECREF(job->ids);
     Py_XDECREF(job->tails);
-    PyMem_Free(job->tail_ptr);
-    PyMem_Free(job->tail_len);
 }
 
 /* Parse (parent, ids, block_size, tails) into a Job. Returns -1 with an exception set. */
@@ -200,21 +196,12 @@ job_init(Job *job, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "fewer ids than len(tails) * block_size");
         return -1;
     }
-    Py_ssize_t nb = job->n_blocks ? job->n_blocks : 1;
-    job->tail_ptr = PyMem_Malloc(nb * sizeof(*job->tail_ptr));
-    job->tail_len = PyMem_Malloc(nb * sizeof(*job->tail_len));
-    if (job->tail_ptr == NULL || job->tail_len == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     for (Py_ssize_t i = 0; i < job->n_blocks; i++) {
         PyObject *t = PyTuple_GET_ITEM(job->tails, i);
         if (!PyBytes_Check(t)) {
             PyErr_Format(PyExc_TypeError, "tails[%zd] must be bytes, not %.100s", i, Py_TYPE(t)->tp_name);
             return -1;
         }
-        job->tail_ptr[i] = (const uint8_t *)PyBytes_AS_STRING(t);
-        job->tail_len[i] = PyBytes_GET_SIZE(t);
     }
     return 0;
 }
@@ -279,8 +266,9 @@ static void
 finish(Chain *c)
 {
     const Job *job = c->job;
-    if (job->tail_len[c->block]) {
-        SHA256_Update(&c->ctx, job->tail_ptr[c->block], (size_t)job->tail_len[c->block]);
+    PyObject *tail = PyTuple_GET_ITEM(job->tails, c->block); /* bytes, checked in job_init */
+    if (PyBytes_GET_SIZE(tail)) {
+        SHA256_Update(&c->ctx, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
     }
     uint8_t *d = (uint8_t *)PyBytes_AS_STRING(PyList_GET_ITEM(c->out, c->block));
     SHA256_Final(d, &c->ctx);
