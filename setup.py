@@ -1,6 +1,6 @@
-"""Build hook for the optional C chain of recipe.cache_keys (everything else is in pyproject.toml).
+"""Build hook for the optional C chain of recipe.cache.keys (everything else is in pyproject.toml).
 
-``recipe._chainhash`` links OpenSSL's libcrypto (headers: Debian's libssl-dev). It is optional:
+``recipe.cache._chainhash`` links OpenSSL's libcrypto (headers: Debian's libssl-dev). It is optional:
 where it cannot be compiled, the install goes on and cache_keys uses its pure-Python chains,
 which give the same keys (``recipe.cache_keys.ACCELERATED`` tells which is in use).
 """
@@ -10,8 +10,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "recipe._chainhash",
-            sources=["recipe/_chainhash.c"],
+            "recipe.cache._chainhash",
+            sources=["recipe/cache/_chainhash.c"],
             libraries=["crypto"],
             extra_compile_args=["-O2", "-std=c99"],
             optional=True,

@@ -3,7 +3,7 @@
 Hashes a 128k-token prompt (tokenized Python stdlib source, and uniform random ids over the V4
 vocabulary) at block sizes 16/64/256 with every scheme, against the anchor measured in the same
 run: vLLM v1's prefix-cache block hasher with ``sha256_cbor`` (cbor2 + hashlib), reproduced call
-for call (see :func:`vllm_anchor`). The native and vllm chains run in C (``recipe._chainhash``)
+for call (see :func:`vllm_anchor`). The native and vllm chains run in C (``recipe.cache._chainhash``)
 when it is compiled; the Python chains are timed beside them. Checks every vllm variant's keys are
 identical to the anchor's, prints the native floor, then times longest-prefix lookups in a
 MemoryPrefixIndex holding ``--keys`` block keys. Prints medians (ms) and ratios (anchor time /
@@ -26,9 +26,9 @@ from typing import Any, NewType
 
 import cbor2
 
-from recipe import cache_keys
-from recipe.cache_keys import KeySpec, block_keys
-from recipe.prefix_index import MemoryPrefixIndex
+from recipe.cache import keys as cache_keys
+from recipe.cache.keys import KeySpec, block_keys
+from recipe.cache.index import MemoryPrefixIndex
 
 N_TOKENS = 128 * 1024
 SEED = "0"
@@ -207,7 +207,7 @@ def workloads() -> dict[str, list[int]]:
 
 
 def bench_hashing(repeat: int) -> None:
-    impl = "C (recipe._chainhash)" if cache_keys.ACCELERATED else "Python (recipe._chainhash not compiled)"
+    impl = "C (recipe.cache._chainhash)" if cache_keys.ACCELERATED else "Python (recipe.cache._chainhash not compiled)"
     print(f"hashing {N_TOKENS} tokens; median of {repeat} interleaved runs, each from cold CPU caches, ms"
           f" (ratio = anchor / scheme); native and vllm chains: {impl}; -py/-numpy/-pure: the Python chains")
     cols = ["lean cbor2", "native", "native-py", "native-xxh3", "vllm", "vllm-numpy", "vllm-pure"]

@@ -22,7 +22,7 @@ import anchor
 from anchor import dr
 from bench_stream import one_block_ids, think_ids, tool_ids
 
-from recipe.completion import CompletionStream
+from recipe.output.driver import CompletionStream
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
 

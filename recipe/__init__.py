@@ -1,4 +1,4 @@
-"""recipe: OpenAI / Anthropic API requests -> DeepSeek-V4 prompt token ids, and model output back.
+"""recipe: OpenAI / Anthropic API requests -> DeepSeek prompt token ids, and model output back.
 
 The small public surface::
 
@@ -9,38 +9,68 @@ The small public surface::
     cs = recipe.CompletionStream(prep)      # model output ids -> stream payloads: cs.push(ids), cs.finish()
     recipe.response(prep, ids)              # ... or the whole non-streamed response
     recipe.encode_messages(msgs, "thinking")  # DeepSeek's reference encoder semantics
+
+Each name is imported from its package on first use (PEP 562), so ``import recipe`` stays cheap and
+a process loads only the parts it touches. Packages, top to bottom (docs/architecture.md):
+``cli`` → ``pipeline``, ``output.driver`` → ``api`` → ``encodings``, ``schema``, ``cache``, ``store``
+→ ``conversation``, ``prompt``, ``tokenizer``, ``jsonfmt``, ``options``, ``errors``.
 """
 
-from recipe.api.errors import error_body
-from recipe.completion import CompletionStream, response
-from recipe.conversation import Conversation
-from recipe.encodings.deepseek_v4.reference import (
-    encode_messages,
-    encode_messages_to_ids,
-)
-from recipe.errors import RequestError
-from recipe.options import DEFAULT_OPTIONS, Options
-from recipe.pipeline import PreparedRequest, prepare
-from recipe.prompt import Prompt, SegmentCache
-from recipe.tokenizer import IncrementalDecoder, Tokenizer, load_tokenizer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "prepare",
-    "CompletionStream",
-    "response",
-    "PreparedRequest",
-    "Options",
-    "DEFAULT_OPTIONS",
-    "RequestError",
-    "error_body",
-    "Conversation",
-    "Prompt",
-    "SegmentCache",
-    "Tokenizer",
-    "IncrementalDecoder",
-    "load_tokenizer",
-    "encode_messages",
-    "encode_messages_to_ids",
-]
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "prepare": "recipe.pipeline",
+    "PreparedRequest": "recipe.api.prepared",
+    "CompletionStream": "recipe.output.driver",
+    "response": "recipe.output.driver",
+    "Options": "recipe.options",
+    "DEFAULT_OPTIONS": "recipe.options",
+    "RequestError": "recipe.errors",
+    "error_body": "recipe.api.errors",
+    "Conversation": "recipe.conversation",
+    "Prompt": "recipe.prompt",
+    "SegmentCache": "recipe.prompt",
+    "Tokenizer": "recipe.tokenizer",
+    "IncrementalDecoder": "recipe.tokenizer",
+    "load_tokenizer": "recipe.tokenizer",
+    "Encoding": "recipe.encodings.base",
+    "get_encoding": "recipe.encodings.table",
+    "encode_messages": "recipe.encodings.deepseek_v4.reference",
+    "encode_messages_to_ids": "recipe.encodings.deepseek_v4.reference",
+}
+
+__all__ = list(_EXPORTS)
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name loads on first use
+    from recipe.api.errors import error_body
+    from recipe.api.prepared import PreparedRequest
+    from recipe.conversation import Conversation
+    from recipe.encodings.base import Encoding
+    from recipe.encodings.deepseek_v4.reference import encode_messages, encode_messages_to_ids
+    from recipe.encodings.table import get_encoding
+    from recipe.errors import RequestError
+    from recipe.options import DEFAULT_OPTIONS, Options
+    from recipe.output.driver import CompletionStream, response
+    from recipe.pipeline import prepare
+    from recipe.prompt import Prompt, SegmentCache
+    from recipe.tokenizer import IncrementalDecoder, Tokenizer, load_tokenizer
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first access (then it is a plain module attribute)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recipe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

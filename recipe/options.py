@@ -7,17 +7,13 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
+from recipe.encodings.table import MODELS
+
 __all__ = ["Options", "DEFAULT_MODELS", "DEFAULT_OPTIONS", "PARITY_OPTIONS"]
 
-#: API model name -> encoding name. Matched exactly and case-sensitively (as deepseek-recipe does).
-DEFAULT_MODELS: Mapping[str, str] = MappingProxyType(
-    {
-        "DeepSeek-V4-Pro": "deepseek_v4",
-        "DeepSeek-V4-Flash": "deepseek_v4",
-        "deepseek-v4-pro": "deepseek_v4",
-        "deepseek-v4-flash": "deepseek_v4",
-    }
-)
+#: API model name -> encoding name. Matched exactly and case-sensitively (as deepseek-recipe does);
+#: derived from the encoding records' model names (:data:`recipe.encodings.table.MODELS`).
+DEFAULT_MODELS: Mapping[str, str] = MODELS
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,101 +6,65 @@ plain data (the parsed request, the Conversation, the prompt, the ids, and how t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from recipe.api.chat import chat_to_conversation, parse_chat_request
 from recipe.api.common import check_model, output_constraint, parsing_options
-from recipe.api.messages import messages_to_conversation, parse_messages_request
-from recipe.api.responses import responses_to_conversation
-from recipe.api.responses_wire import parse_responses_request
-from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
-from recipe.encodings.deepseek_v4.render import render as render_v4
+from recipe.api.prepared import Api, PreparedRequest
+from recipe.conversation import Conversation
+from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request
 from recipe.options import DEFAULT_OPTIONS, Options
-from recipe.prompt import Prompt, SegmentCache, encode_prompt
-from recipe.store import ConversationStore, expand_request
-from recipe.tokenizer import Tokenizer, load_tokenizer
+from recipe.prompt import SegmentCache, encode_prompt
+from recipe.store.conversations import ConversationStore, expand_request
+from recipe.tokenizer import Tokenizer
 
-__all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "ENCODINGS", "ADAPTERS", "default_segment_cache"]
-
-Api = Literal["chat", "responses", "messages"]
-
-#: Encoding name -> Conversation renderer.
-ENCODINGS: Mapping[str, Callable[[Conversation], Prompt]] = MappingProxyType({"deepseek_v4": render_v4})
+__all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "ADAPTERS", "Adapter", "default_segment_cache"]
 
 
 @dataclass(frozen=True, slots=True)
-class _Adapter:
+class Adapter:
+    """One API's request adapter: ``parse(body) -> request model`` and
+    ``convert(request, options) -> Conversation``."""
+
     parse: Callable[[Any], Any]
     convert: Callable[[Any, Options], Conversation]
 
 
-#: API name -> (parse body, convert to Conversation).
-ADAPTERS: Mapping[str, _Adapter] = MappingProxyType(
-    {
-        "chat": _Adapter(parse_chat_request, chat_to_conversation),
-        "responses": _Adapter(parse_responses_request, responses_to_conversation),
-        "messages": _Adapter(parse_messages_request, messages_to_conversation),
-    }
+# Each API's adapter is imported on first use: a process that serves only Chat never loads the
+# Responses or Messages request models.
+
+
+@functools.cache
+def _chat() -> Adapter:
+    from recipe.api.chat import chat_to_conversation, parse_chat_request
+
+    return Adapter(parse_chat_request, chat_to_conversation)
+
+
+@functools.cache
+def _responses() -> Adapter:
+    from recipe.api.responses import responses_to_conversation
+    from recipe.api.responses_wire import parse_responses_request
+
+    return Adapter(parse_responses_request, responses_to_conversation)
+
+
+@functools.cache
+def _messages() -> Adapter:
+    from recipe.api.messages import messages_to_conversation, parse_messages_request
+
+    return Adapter(parse_messages_request, messages_to_conversation)
+
+
+#: API name -> a function returning its :class:`Adapter`.
+ADAPTERS: Mapping[str, Callable[[], Adapter]] = MappingProxyType(
+    {"chat": _chat, "responses": _responses, "messages": _messages}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedRequest:
-    """A request ready for the engine.
-
-    Attributes:
-        api: which API the body was read as.
-        model: the requested model name.
-        encoding: encoding name from the model table (``deepseek_v4``).
-        request: the validated pydantic request model.
-        conversation: the API-neutral conversation.
-        prompt: rendered segments (``prompt.text`` is the prompt string).
-        token_ids: prompt token ids (specials only where the template put them).
-        parsing: how to parse the completion.
-        output_constraint: what a constrained decoder should enforce, or None.
-        stream: the client asked for a stream.
-    """
-
-    api: Api
-    model: str
-    encoding: str
-    request: Any
-    conversation: Conversation
-    prompt: Prompt
-    token_ids: list[int]
-    parsing: ParsingOptions
-    output_constraint: OutputConstraint | None
-    stream: bool
-
-    def conversion(self) -> dict[str, Any]:
-        """The conversion settings as a JSON-ready dict (the keys of the parity vectors' ``conversion``):
-        encoding, thinking, reasoning_effort, tool_choice, response_format, output_constraint
-        (``{"kind", "schema"}`` or None), parse flags, stop_sequences, max_tokens and sampling."""
-        conv, oc = self.conversation, self.output_constraint
-        return {
-            "encoding": self.encoding,
-            "thinking": conv.thinking,
-            "reasoning_effort": conv.reasoning_effort,
-            "tool_choice": conv.tool_choice.mode,
-            "response_format": conv.response_format.type,
-            "output_constraint": None if oc is None else {"kind": oc.kind, "schema": oc.schema},
-            "parse_tool_calls": self.parsing.parse_tool_calls,
-            "starts_in_tool_calls": self.parsing.starts_in_tool_calls,
-            "parse_json_output": self.parsing.parse_json_output,
-            "thinking_stage": self.parsing.thinking_stage,
-            "stop_sequences": list(conv.stop),
-            "max_tokens": conv.max_tokens,
-            "temperature": conv.sampling.temperature,
-            "top_p": conv.sampling.top_p,
-            "logprobs": conv.sampling.logprobs,
-            "top_logprobs": conv.sampling.top_logprobs,
-            "seed": conv.sampling.seed,
-        }
 
 
 _default_cache = SegmentCache()
@@ -171,14 +135,15 @@ def prepare(
         api = detect_api(body)
     if store is not None and api == "responses":
         body = expand_request(body, store)
-    adapter = ADAPTERS.get(api)
-    if adapter is None:
+    load = ADAPTERS.get(api)
+    if load is None:
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)
+    adapter = load()
     request = adapter.parse(body)
     conversation = adapter.convert(request, options)
     encoding = check_model(request.model, options)
-    prompt = ENCODINGS[encoding](conversation)
-    tok = tokenizer or load_tokenizer()
+    prompt = get_encoding(encoding).render(conversation)
+    tok = tokenizer or get_encoding(encoding).tokenizer()
     ids = encode_prompt(tok, prompt, _default_cache if cache == "default" else cache)
     return PreparedRequest(
         api=api,

@@ -12,7 +12,7 @@ from typing import Any
 import output_parity_support as shared
 from output_parity_support import call_id, recorded_rows, structural_copy
 
-from recipe.completion import response
+from recipe.output.driver import response
 from recipe.pipeline import prepare
 
 USER = [{"role": "user", "content": "Weather in Paris?"}]

@@ -12,7 +12,7 @@ from itertools import pairwise
 from typing import Any
 
 from fixtures import jsonl
-from recipe.completion import CompletionStream
+from recipe.output.driver import CompletionStream
 from recipe.tokenizer import load_tokenizer
 
 #: deepseek-recipe's tool-call ids: ``call_`` + 2 digits + ``_`` + 20 alphanumerics + 4 digits.

@@ -10,7 +10,7 @@ from typing import Any
 from fixtures import jsonl
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.output import OutputParser
-from recipe.streaming import ParsedOutput, ToolCallArgumentsDelta, ToolCallEnd, accumulate
+from recipe.output.events import ParsedOutput, ToolCallArgumentsDelta, ToolCallEnd, accumulate
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
 

@@ -28,7 +28,7 @@ from sdk_server import Server, serve
 
 from recipe.conversation import AssistantMessage
 from recipe.pipeline import PreparedRequest, prepare
-from recipe.store import MemoryStore, remember
+from recipe.store.conversations import MemoryStore, remember
 from recipe.tokenizer import load_tokenizer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "real_clients"

@@ -17,7 +17,7 @@ from output_parity_support import (
     without_notes,
 )
 
-from recipe.completion import response
+from recipe.output.driver import response
 from recipe.pipeline import prepare
 
 DELTAS = {

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from recipe.api.errors import error_body
-from recipe.completion import CompletionStream, response
+from recipe.output.driver import CompletionStream, response
 from recipe.errors import RequestError
 from recipe.pipeline import prepare
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recipe import cache_keys
-from recipe.cache_keys import (
+from recipe.cache import keys as cache_keys
+from recipe.cache.keys import (
     BlockExtras,
     KeyChain,
     KeySpec,
@@ -25,7 +25,7 @@ from recipe.cache_keys import (
     cbor_encode,
     event_hash,
 )
-from recipe.prefix_diff import first_divergence, normalize_boundaries
+from recipe.cache.diff import first_divergence, normalize_boundaries
 
 SEED0_ROOT = "4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e"  # published vLLM constant
 
@@ -81,7 +81,7 @@ def test_seed_zero_root_is_the_published_constant():
     assert hashlib.sha256(cbor2.dumps("0", canonical=True)).hexdigest() == SEED0_ROOT
 
 
-# The implementations of the SHA-256 chains: "c" (recipe._chainhash, the default when it was
+# The implementations of the SHA-256 chains: "c" (recipe.cache._chainhash, the default when it was
 # compiled), and the Python fallbacks, "pure" (vllm: table-driven encoder) and "numpy" (vllm:
 # vectorised encoder; for the native scheme both are the one Python chain).
 try:
@@ -112,7 +112,7 @@ def test_c_chains_are_built_where_ci_runs():
     # CI installs a compiler and OpenSSL's headers: there the optional extension must exist, so the
     # tests below exercise it (elsewhere a missing build only costs speed, never different keys).
     if not os.environ.get("CI") and not cache_keys.ACCELERATED:
-        pytest.skip("recipe._chainhash not compiled here (optional); the Python chains are tested")
+        pytest.skip("recipe.cache._chainhash not compiled here (optional); the Python chains are tested")
     assert cache_keys.ACCELERATED and "c" in ENCODERS
 
 

@@ -1,4 +1,4 @@
-"""Hostile inputs for the SHA-256 key chains: the C extension (recipe._chainhash) against the Python
+"""Hostile inputs for the SHA-256 key chains: the C extension (recipe.cache._chainhash) against the Python
 chains and independent oracles (cbor2 + hashlib for vllm, struct + hashlib for the documented native
 layout), for odd containers and int-likes, invalid ids, lists changed while read, block sizes around
 the C reader's 4,096-id chunk, threads, leaks, and bad arguments to the extension itself.
@@ -26,12 +26,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recipe import cache_keys
-from recipe.cache_keys import KeyChain, KeySpec, block_keys
+from recipe.cache import keys as cache_keys
+from recipe.cache.keys import KeyChain, KeySpec, block_keys
 
 np = pytest.importorskip("numpy")  # a declared dependency; the numpy id containers need it
 
-CHUNK = 4096  # ids the C reader encodes into its buffer at a time (recipe/_chainhash.c)
+CHUNK = 4096  # ids the C reader encodes into its buffer at a time (recipe/cache/_chainhash.c)
 BAD_IDS = r"token ids must be ints in \[0, 2\*\*(32|64)\)"
 
 
@@ -86,7 +86,7 @@ def impl(request, monkeypatch):
     name = request.param
     if name == "c":
         if not cache_keys.ACCELERATED:
-            pytest.skip("recipe._chainhash is not compiled here (optional): C-only case")
+            pytest.skip("recipe.cache._chainhash is not compiled here (optional): C-only case")
     else:
         monkeypatch.setattr(cache_keys, "_chainhash", None)
     monkeypatch.setattr(cache_keys, "NUMPY_MIN_TOKENS", 0 if name == "numpy" else 1 << 62)
@@ -95,8 +95,8 @@ def impl(request, monkeypatch):
 
 def need_c():
     if not cache_keys.ACCELERATED:
-        pytest.skip("recipe._chainhash is not compiled here (optional): C-only case")
-    from recipe import _chainhash
+        pytest.skip("recipe.cache._chainhash is not compiled here (optional): C-only case")
+    from recipe.cache import _chainhash
 
     return _chainhash
 
@@ -435,7 +435,7 @@ def test_one_keychain_extended_from_two_threads_is_some_serial_order(impl):
 
 def _run_isolated(code):
     """Run ``code`` in a fresh interpreter importing this same recipe package; (returncode, output)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(cache_keys.__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(cache_keys.__file__))))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=120, env=env)
@@ -446,7 +446,7 @@ def test_a_list_cleared_by_another_thread_during_c_hashing_does_not_crash():
     need_c()
     rc, out = _run_isolated("""
         import threading
-        from recipe.cache_keys import KeySpec, block_keys
+        from recipe.cache.keys import KeySpec, block_keys
 
         class Signal:  # the first id: tells the other thread that the C chain is reading the list
             def __index__(self):
@@ -474,7 +474,7 @@ def test_a_gc_finalizer_clearing_the_ids_inside_the_c_call_does_not_crash():
     need_c()
     rc, out = _run_isolated("""
         import gc
-        from recipe import _chainhash
+        from recipe.cache import _chainhash
 
         ids = list(range(1000, 1064))
         tails = (b"",) * 4

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from recipe.cache_keys import KeySpec
-from recipe.completion import CompletionStream, response
+from recipe.cache.keys import KeySpec
+from recipe.output.driver import CompletionStream, response
 from recipe.pipeline import prepare
-from recipe.prefix_index import MemoryPrefixIndex, lookup_usage, namespace
+from recipe.cache.index import MemoryPrefixIndex, lookup_usage, namespace
 from recipe.tokenizer import load_tokenizer
 
 TOK = load_tokenizer()

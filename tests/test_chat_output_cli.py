@@ -1,5 +1,5 @@
 """``recipe complete``: exit statuses, response JSON, SSE stream (through recipe.cli.main, with the
-``complete`` command registered the way recipe/cli.py registers it)."""
+``complete`` command registered the way recipe/cli/main.py registers it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 import pytest
 
 from chat_output_support import accumulate_chunks, chat_rows, structural
-from recipe import cli, cli_complete
+from recipe.cli import complete as cli_complete
+from recipe.cli import main as cli
 
 ROW = {r["scenario"]: r for r in chat_rows()}["think_tool"]
 

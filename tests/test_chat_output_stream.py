@@ -22,9 +22,9 @@ from chat_output_support import (
 )
 from output_parity_support import ids_of, split_at
 from recipe.api.chat_output import FINISH_REASONS, chat_finish_reason
-from recipe.completion import ENCODERS, CompletionStream, StreamEncoder, response
+from recipe.output.driver import ENCODERS, CompletionStream, StreamEncoder, response
 from recipe.pipeline import prepare
-from recipe.streaming import Finish
+from recipe.output.events import Finish
 
 ROWS = chat_rows()
 TOOLS = ROWS[2]["request"]["tools"]

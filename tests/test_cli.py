@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from fixtures import api_requests
-from recipe.cli import main
+from recipe.cli.main import main
 
 ROW = next(r for r in api_requests("chat") if "error" not in r and r["id"] == "C12")
 BAD = next(r for r in api_requests("chat") if r["id"] == "C11")  # named tool choice naming no declared tool
@@ -95,6 +95,6 @@ def test_tokenize_json_keeps_special_spellings_as_text(capsys):
 
 def test_console_script_runs_in_a_subprocess():
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
-    proc = subprocess.run([sys.executable, "-m", "recipe.cli", "render", "--example", "hello", "--json"], capture_output=True, env=env, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "recipe.cli.main", "render", "--example", "hello", "--json"], capture_output=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["token_ids"][0] == 0

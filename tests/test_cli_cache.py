@@ -1,4 +1,4 @@
-"""``cache keys|diff|simulate`` through a small argparse harness (recipe/cli.py wires the same register)."""
+"""``cache keys|diff|simulate`` through a small argparse harness (recipe/cli/main.py wires the same register)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import cbor2
 import pytest
 
-from recipe import cli_cache
+from recipe.cli import cache as cli_cache
 
 
 def run(argv, capsys, loader=None):

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 import oracle
-from recipe.completion import response
+from recipe.output.driver import response
 from recipe.errors import RequestError
 from recipe.options import DEFAULT_OPTIONS, PARITY_OPTIONS
 from recipe.pipeline import prepare

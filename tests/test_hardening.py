@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from recipe.cli import main
-from recipe.completion import CompletionStream, response
+from recipe.cli.main import main
+from recipe.output.driver import CompletionStream, response
 from recipe.errors import RequestError
 from recipe.pipeline import prepare
-from recipe.store import MemoryStore, SQLiteStore, remember, history
+from recipe.store.conversations import MemoryStore, SQLiteStore, remember, history
 from recipe.tokenizer import load_tokenizer
 
 TOK = load_tokenizer()

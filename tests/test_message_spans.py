@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
-from recipe.cli import main
+from recipe.cli.main import main
 from recipe.pipeline import prepare
 from recipe.prompt import message_token_spans
 from recipe.tokenizer import load_tokenizer

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from messages_output_support import TOOLS, body, fold, messages_rows, parse_sse
 from output_parity_support import ids_of
-from recipe.completion import CompletionStream, response
+from recipe.output.driver import CompletionStream, response
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
 

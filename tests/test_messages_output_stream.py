@@ -23,7 +23,7 @@ from messages_output_support import (
 )
 from output_parity_support import ids_of, split_at
 from recipe.api.messages_output import STOP_REASONS, MessagesEncoder, messages_stop_reason, tool_input
-from recipe.completion import ENCODERS, CompletionStream, StreamEncoder, response
+from recipe.output.driver import ENCODERS, CompletionStream, StreamEncoder, response
 from recipe.conversation import AssistantMessage, ToolMessage
 from recipe.encodings.deepseek_v4.constants import ASSISTANT, EOS
 from recipe.pipeline import prepare
@@ -160,8 +160,8 @@ def test_thinking_mode_opens_the_thinking_block_with_the_stream():
 
 def test_reasoning_after_text_opens_a_new_signed_thinking_block():
     """Defensive path (the parser never emits it today): each run of a kind is its own block."""
-    from recipe.completion import ResponseMeta
-    from recipe.streaming import Finish, ParsedOutput, ReasoningDelta, TextDelta
+    from recipe.output.driver import ResponseMeta
+    from recipe.output.events import Finish, ParsedOutput, ReasoningDelta, TextDelta
 
     enc = MessagesEncoder(prepare(body(), "messages"), ResponseMeta("msg_z", "m", 0, None, 10, 0))
     ev = enc.open() + enc.on_events([TextDelta("a"), ReasoningDelta("r"), TextDelta("b")])

@@ -158,7 +158,7 @@ def test_block_after_block_with_prose(how):
             + "</｜DSML｜invoke>\n</｜DSML｜tool_calls>\n\nB.\n\n<｜DSML｜tool_calls>\n" + '<｜DSML｜invoke name="f">\n'
             + _param("b", "x", True) + "</｜DSML｜invoke>\n</｜DSML｜tool_calls>\n")
     ids = tok().encode_with_special_tokens(text)
-    from recipe.streaming import accumulate
+    from recipe.output.events import accumulate
 
     p = OutputParser(opts(tools=["f"]), tok(), tool_call_id=1)
     r = accumulate([e for c in split_ids(ids, how) for e in p.push(c)] + p.finish())

@@ -22,7 +22,7 @@ from output_support import (
 
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.output import OutputParser
-from recipe.streaming import (
+from recipe.output.events import (
     Finish,
     ReasoningDelta,
     TextDelta,

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from recipe.cache_keys import KeySpec, block_keys
-from recipe.prefix_index import (
+from recipe.cache.keys import KeySpec, block_keys
+from recipe.cache.index import (
     MemoryPrefixIndex,
     PrefixIndexUnavailable,
     RedisPrefixIndex,

@@ -25,7 +25,7 @@ import pytest
 from pydantic import BaseModel
 from real_clients_support import FINAL_TEXT, MODEL, TOOL_OUTPUT, recording
 
-from recipe.store import MemoryStore
+from recipe.store.conversations import MemoryStore
 
 openai = pytest.importorskip("openai")
 

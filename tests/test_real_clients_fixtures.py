@@ -17,7 +17,7 @@ from real_clients_support import MODEL, equivalent_prompt, fixture_files, read_f
 from recipe.errors import RequestError
 from recipe.options import PARITY_OPTIONS
 from recipe.pipeline import prepare
-from recipe.store import MemoryStore, expand_request, remember
+from recipe.store.conversations import MemoryStore, expand_request, remember
 
 HAVE_ORACLE = importlib.util.find_spec("deepseek_recipe") is not None
 FIXTURE_FILES = fixture_files()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from responses_output_support import check_invariants, parse_sse, responses_rows
 
-from recipe.completion import CompletionStream
+from recipe.output.driver import CompletionStream
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
 

@@ -19,7 +19,7 @@ import pytest
 from sdk_server import by_scenario, openai_view, serve
 from responses_output_support import responses_rows
 
-from recipe.completion import response
+from recipe.output.driver import response
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer
 

@@ -27,7 +27,7 @@ from recipe.api.responses_output import (
     custom_tool_input,
     response_status,
 )
-from recipe.completion import (
+from recipe.output.driver import (
     ENCODERS,
     ChannelLogprobs,
     CompletionStream,
@@ -36,7 +36,7 @@ from recipe.completion import (
     response,
 )
 from recipe.pipeline import prepare
-from recipe.streaming import (
+from recipe.output.events import (
     Finish,
     TextDelta,
     ToolCallArgumentsDelta,

@@ -10,7 +10,7 @@ import pytest
 
 from recipe.errors import RequestError
 from recipe.pipeline import prepare
-from recipe.store import MemoryStore, SQLiteStore, StoredResponse, expand_request, history, remember
+from recipe.store.conversations import MemoryStore, SQLiteStore, StoredResponse, expand_request, history, remember
 
 TOOLS = [{"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
 
@@ -96,14 +96,14 @@ def test_memory_store_is_lru_bounded():
 def test_sqlite_store_survives_a_process_restart(tmp_path):
     db = tmp_path / "responses.sqlite"
     write = (
-        "import sys; from recipe.store import SQLiteStore, remember;"
+        "import sys; from recipe.store.conversations import SQLiteStore, remember;"
         "s = SQLiteStore(sys.argv[1]);"
         "remember(s, {'input': 'hello'}, {'id': 'resp_1', 'output': [{'type': 'message', 'role': 'assistant', "
         "'content': [{'type': 'output_text', 'text': 'hi'}]}], 'model': 'm', 'created_at': 5})"
     )
     subprocess.run([sys.executable, "-c", write, str(db)], check=True, timeout=60)
     read = (
-        "import sys, json; from recipe.store import SQLiteStore, history;"
+        "import sys, json; from recipe.store.conversations import SQLiteStore, history;"
         "print(json.dumps(history(SQLiteStore(sys.argv[1]), 'resp_1')))"
     )
     out = subprocess.run([sys.executable, "-c", read, str(db)], check=True, capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-"""recipe.structured: goldens observed from deepseek-recipe 0.2.0 and differential tests against it."""
+"""recipe.schema.strict: goldens observed from deepseek-recipe 0.2.0 and differential tests against it."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from recipe.conversation import ToolDefinition
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact, dumps_prompt
-from recipe.schema_validation import (
+from recipe.schema.validation import (
     validate_instance,
     validate_response_schema,
     validate_tool_parameters,
 )
-from recipe.structured import (
+from recipe.schema.strict import (
     json_schema_constraint,
     normalize_strict_response_schema,
     normalize_strict_schema,

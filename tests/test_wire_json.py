@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from recipe.completion import CompletionStream, response
+from recipe.output.driver import CompletionStream, response
 from recipe.jsonfmt import copy_json, dumps_wire
 from recipe.pipeline import prepare
 from recipe.tokenizer import load_tokenizer

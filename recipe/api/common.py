@@ -29,8 +29,8 @@ from recipe.conversation import (
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact
 from recipe.options import DEFAULT_OPTIONS, Options
-from recipe.schema_validation import validate_response_schema, validate_tool_parameters
-from recipe.structured import (
+from recipe.schema.validation import validate_response_schema, validate_tool_parameters
+from recipe.schema.strict import (
     json_schema_constraint,
     normalize_strict_response_schema,
     normalize_strict_schema,

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from recipe.jsonfmt import dumps_wire
 
-from recipe.cache_keys import PromptUsage
-from recipe.streaming import (
+from recipe.cache.usage import PromptUsage
+from recipe.output.events import (
     Finish,
     OutputEvent,
     ParsedOutput,
@@ -40,8 +40,8 @@ from recipe.streaming import (
 )
 
 if TYPE_CHECKING:
-    from recipe.completion import ChannelLogprobs, ResponseMeta, TokenLogprob
-    from recipe.pipeline import PreparedRequest
+    from recipe.api.encoder import ChannelLogprobs, ResponseMeta, TokenLogprob
+    from recipe.api.prepared import PreparedRequest
 
 __all__ = ["STOP_REASONS", "MessagesEncoder", "messages_stop_reason", "tool_input"]
 

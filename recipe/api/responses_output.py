@@ -48,8 +48,8 @@ from recipe.api.responses_wire import (
     WebSearchChoice,
     WebSearchTool,
 )
-from recipe.cache_keys import PromptUsage
-from recipe.streaming import (
+from recipe.cache.usage import PromptUsage
+from recipe.output.events import (
     Finish,
     OutputEvent,
     ParsedOutput,
@@ -61,8 +61,8 @@ from recipe.streaming import (
 )
 
 if TYPE_CHECKING:
-    from recipe.completion import ChannelLogprobs, ResponseMeta, TokenLogprob
-    from recipe.pipeline import PreparedRequest
+    from recipe.api.encoder import ChannelLogprobs, ResponseMeta, TokenLogprob
+    from recipe.api.prepared import PreparedRequest
 
 __all__ = ["FINISH_STATUS", "ResponsesEncoder", "custom_tool_input", "response_echo", "response_status"]
 

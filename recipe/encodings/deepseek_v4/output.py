@@ -110,8 +110,8 @@ from recipe.encodings.deepseek_v4.output_state import (
     VALUE,
     coalesce,
 )
-from recipe.parsing import JsonObjectFilter, MarkerMatcher, StopMatcher
-from recipe.streaming import Finish, OutputEvent, ReasoningDelta, TextDelta
+from recipe.output.parsing import JsonObjectFilter, MarkerMatcher, StopMatcher
+from recipe.output.events import Finish, OutputEvent, ReasoningDelta, TextDelta
 from recipe.tokenizer import Tokenizer
 
 __all__ = ["OutputParser", "make_tool_call_id"]
@@ -131,7 +131,7 @@ _START_STATE = {
 
 
 class OutputParser(FastPaths, ToolCallBlock, Recovery):
-    """Incremental DeepSeek-V4 completion parser producing :mod:`recipe.streaming` events.
+    """Incremental DeepSeek-V4 completion parser producing :mod:`recipe.output.events` events.
 
     Args:
         options: how to read this completion (thinking stage, tools, stop sequences, …).

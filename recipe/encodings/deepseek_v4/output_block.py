@@ -32,7 +32,7 @@ from recipe.encodings.deepseek_v4.output_dsml import (
 from recipe.encodings.deepseek_v4.output_fastpath import BULK_MIN
 from recipe.encodings.deepseek_v4.output_recovery import block_closer
 from recipe.encodings.deepseek_v4.output_state import BLOCK, CONTENT, INVOKE, VALUE
-from recipe.streaming import ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart
+from recipe.output.events import ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart
 
 __all__ = ["ToolCallBlock"]
 

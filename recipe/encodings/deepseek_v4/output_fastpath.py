@@ -45,7 +45,7 @@ from recipe.encodings.deepseek_v4.output_state import (
     RECOVER,
     VALUE,
 )
-from recipe.streaming import (
+from recipe.output.events import (
     OutputEvent,
     ReasoningDelta,
     TextDelta,

@@ -30,7 +30,7 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.encodings.deepseek_v4.output_dsml import SIMPLE_JSON, is_json
 from recipe.encodings.deepseek_v4.output_state import CONTENT, RECOVER, SWITCH
-from recipe.streaming import ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart
+from recipe.output.events import ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart
 
 __all__ = [
     "MAX_HOLD",

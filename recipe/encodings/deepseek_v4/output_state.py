@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 from itertools import islice
 
-from recipe.streaming import (
+from recipe.output.events import (
     OutputEvent,
     ReasoningDelta,
     TextDelta,

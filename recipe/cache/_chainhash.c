@@ -1,4 +1,4 @@
-/* recipe._chainhash: the SHA-256 block-key chains of recipe.cache_keys, outside the interpreter.
+/* recipe.cache._chainhash: the SHA-256 block-key chains of recipe.cache.keys, outside the interpreter.
  *
  * Same bytes as the pure-Python chains in cache_keys.py (which stay the fallback when this module
  * is not built); SHA-256 itself is OpenSSL's (libcrypto, the library CPython's hashlib uses).
@@ -391,8 +391,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "recipe._chainhash",
-    "SHA-256 block-key chains of recipe.cache_keys in C (OpenSSL's SHA-256).", -1, methods,
+    PyModuleDef_HEAD_INIT, "recipe.cache._chainhash",
+    "SHA-256 block-key chains of recipe.cache.keys in C (OpenSSL's SHA-256).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -19,20 +19,20 @@ from typing import Any
 
 import orjson
 
+from recipe.cli.common import Failure, Rejected, Usage, prepare_request, read_input, tokenizer_from
+
 __all__ = ["register"]
 
 FINISH_CHOICES = ("stop", "length", "content_filter")
 
 
 def _ids(raw: bytes, where: str, n_vocab: int) -> list[int]:
-    from recipe.cli import _Failure
-
     try:
         ids = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise _Failure(f"{where}: not JSON ({exc})") from None
+        raise Failure(f"{where}: not JSON ({exc})") from None
     if not isinstance(ids, list) or not all(type(i) is int and 0 <= i < n_vocab for i in ids):
-        raise _Failure(f"{where}: expected a JSON list of token ids in 0..{n_vocab - 1}")
+        raise Failure(f"{where}: expected a JSON list of token ids in 0..{n_vocab - 1}")
     return ids
 
 
@@ -47,34 +47,33 @@ def _nonneg(text: str) -> int:
 
 
 def _cmd_complete(ns: argparse.Namespace) -> int:
-    from recipe.cli import _Failure, _read_input, _Rejected, _tokenizer, _Usage, prepare_request
-    from recipe.completion import ENCODERS, CompletionStream, response
     from recipe.jsonfmt import dumps_wire
+    from recipe.output.driver import ENCODERS, CompletionStream, response
 
-    tok = _tokenizer(getattr(ns, "tokenizer", None))
+    tok = tokenizer_from(getattr(ns, "tokenizer", None))
     if ns.request == "-" and "-" in (ns.ids, ns.text):
-        raise _Usage("standard input can feed only one of --request and --text/--ids")
-    raw = _read_input(ns.request, None)
+        raise Usage("standard input can feed only one of --request and --text/--ids")
+    raw = read_input(ns.request, None)
     if ns.ids is not None:
-        ids = _ids(_read_input(ns.ids, None), ns.ids, tok.n_vocab)
+        ids = _ids(read_input(ns.ids, None), ns.ids, tok.n_vocab)
     else:
         try:
-            text = _read_input(ns.text, None).decode("utf-8")
+            text = read_input(ns.text, None).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _Failure(f"{ns.text}: not UTF-8 ({exc.reason})") from None
+            raise Failure(f"{ns.text}: not UTF-8 ({exc.reason})") from None
         ids = tok.encode_with_special_tokens(text)
     try:
         prep = prepare_request(raw, ns.api, tok)
-    except _Rejected as rej:
+    except Rejected as rej:
         sys.stdout.buffer.write(dumps_wire(rej.body) + b"\n")
         sys.stdout.flush()
         print(rej.line, file=sys.stderr)
         return 1
     if prep.api not in ENCODERS:
-        raise _Failure(f"no output encoder for the {prep.api} API yet")
+        raise Failure(f"no output encoder for the {prep.api} API yet")
     prompt = len(prep.token_ids) if ns.prompt_tokens is None else ns.prompt_tokens
     if ns.cached_tokens > prompt:
-        raise _Usage(f"--cached-tokens ({ns.cached_tokens}) exceeds the prompt tokens ({prompt})")
+        raise Usage(f"--cached-tokens ({ns.cached_tokens}) exceeds the prompt tokens ({prompt})")
     kw: dict[str, Any] = dict(
         prompt_tokens=prompt,
         cached_tokens=ns.cached_tokens,

@@ -8,7 +8,7 @@ Source: the parity target as observed (behaviour map §1.5, §1.7) plus probes r
   2020-12 by default, with the Rust ``jsonschema`` crate's error wording and order), local
   ``$ref`` pointers must resolve, and a tool's schema must have ``"type": "object"``. See
   :func:`validate_tool_parameters` and :func:`validate_response_schema`. (Strict schemas are
-  normalised instead: :mod:`recipe.structured`.)
+  normalised instead: :mod:`recipe.schema.strict`.)
 * **Instances** (a schema-checked answer): :func:`validate_instance` lists the errors of a JSON
   value against a schema, with the Python library's wording.
 """

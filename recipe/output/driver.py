@@ -26,18 +26,27 @@ channel (content or reasoning) its text lands in — see docs/streaming.md "Log 
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any
 
-from recipe.encodings.deepseek_v4.output import OutputParser
+from recipe.api.chat_output import ChatEncoder
+from recipe.api.encoder import (
+    ChannelLogprobs,
+    ResponseMeta,
+    StreamEncoder,
+    TokenLogprob,
+    new_response_id,
+)
+from recipe.api.messages_output import MessagesEncoder
+from recipe.api.prepared import PreparedRequest
+from recipe.api.responses_output import ResponsesEncoder
+from recipe.encodings.table import get_encoding
 from recipe.jsonfmt import parse_json_value
-from recipe.pipeline import PreparedRequest
-from recipe.schema_validation import validate_instance
-from recipe.streaming import (
+from recipe.schema.validation import validate_instance
+from recipe.output.events import (
     Finish,
     OutputEvent,
     ParsedOutput,
@@ -48,129 +57,26 @@ from recipe.streaming import (
     ToolCallStart,
     accumulate,
 )
-from recipe.tokenizer import Tokenizer, load_tokenizer
+from recipe.tokenizer import Tokenizer
 
 __all__ = [
     "ResponseMeta",
     "TokenLogprob",
     "ChannelLogprobs",
     "StreamEncoder",
-    "ENCODERS",
+    "ENCODERS",  # the first five re-exported from recipe.api.encoder for the driver's users
     "CompletionStream",
     "response",
     "response_from_text",
     "new_response_id",
 ]
 
-_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+#: API name -> encoder class (``Encoder(prep, meta)`` implementing :class:`StreamEncoder`).
+ENCODERS: Mapping[str, type] = MappingProxyType(
+    {"chat": ChatEncoder, "messages": MessagesEncoder, "responses": ResponsesEncoder})
+
 _TEXT = (TextDelta, ReasoningDelta)
 _TOOL = (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)
-
-
-@dataclass(frozen=True, slots=True)
-class ResponseMeta:
-    """Per-response values every encoder needs (all fixed for the whole stream).
-
-    Attributes:
-        id: the response id (``chatcmpl-…`` for Chat).
-        model: the model name echoed in every payload.
-        created: Unix seconds.
-        system_fingerprint: the backend's fingerprint, or None.
-        prompt_tokens: prompt length in tokens, cached tokens included.
-        cached_tokens: prompt tokens served from the prefix cache (``0 <= cached <= prompt``).
-    """
-
-    id: str
-    model: str
-    created: int
-    system_fingerprint: str | None
-    prompt_tokens: int
-    cached_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class TokenLogprob:
-    """One sampled token's log probability (or one alternative of it).
-
-    Attributes:
-        token_id: vocabulary id.
-        token: the token's text; when its bytes are not whole UTF-8, every byte as ``\\xNN``
-            (deepseek-recipe's spelling).
-        token_bytes: the token's raw bytes.
-        logprob: natural-log probability.
-        top: the alternatives the engine reported (each with empty ``top``).
-    """
-
-    token_id: int
-    token: str
-    token_bytes: bytes
-    logprob: float
-    top: tuple[TokenLogprob, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelLogprobs:
-    """All log-probability entries of one output, split by where their text landed."""
-
-    content: tuple[TokenLogprob, ...] = ()
-    reasoning: tuple[TokenLogprob, ...] = ()
-
-
-@runtime_checkable
-class StreamEncoder(Protocol):
-    """What one API's output encoder does. Construct it as ``Encoder(prep, meta)``; an encoder may
-    accept extra keyword-only options (``CompletionStream(encoder_options=…)`` passes them).
-
-    Payloads are plain JSON-ready dicts (one per SSE event); :meth:`frame` turns one into bytes.
-    Calls come in this order: :meth:`open` once, :meth:`on_events` any number of times,
-    :meth:`close` once. :meth:`response` is independent (the non-streamed object).
-    """
-
-    #: prefix of generated response ids (``chatcmpl-`` for Chat).
-    id_prefix: ClassVar[str]
-
-    def open(self) -> list[dict[str, Any]]:
-        """Payloads at stream start (Chat: the role chunk)."""
-        ...
-
-    def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
-        """Payloads for parser events (never a :class:`Finish`: give that to :meth:`close`).
-        ``logprobs`` belong to the first content/reasoning delta among ``events``."""
-        ...
-
-    def close(self, finish: Finish) -> list[dict[str, Any]]:
-        """The final payload(s): finish reason and usage."""
-        ...
-
-    def response(self, parsed: ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
-        """The non-streamed response object for a whole parsed output."""
-        ...
-
-    def frame(self, payload: dict[str, Any]) -> bytes:
-        """One SSE frame for ``payload``."""
-        ...
-
-    def done(self) -> bytes | None:
-        """The terminator frame sent after the last payload, or None if the API has none."""
-        ...
-
-
-def _encoders() -> Mapping[str, type]:
-    from recipe.api.chat_output import ChatEncoder
-    from recipe.api.messages_output import MessagesEncoder
-    from recipe.api.responses_output import ResponsesEncoder
-
-    return MappingProxyType({"chat": ChatEncoder, "messages": MessagesEncoder, "responses": ResponsesEncoder})
-
-
-#: API name -> encoder class (``Encoder(prep, meta)`` implementing :class:`StreamEncoder`).
-ENCODERS: Mapping[str, type] = _encoders()
-
-
-def new_response_id(prefix: str, seed: int | str | None = None) -> str:
-    """``prefix`` + 29 characters ``[A-Za-z0-9]``; the same seed gives the same id, None a fresh one."""
-    rng: random.Random = random.SystemRandom() if seed is None else random.Random(f"response-id:{seed}")
-    return prefix + "".join(rng.choices(_ALNUM, k=29))
 
 
 def _token_text(b: bytes) -> str:
@@ -193,7 +99,8 @@ class CompletionStream:
         system_fingerprint: echoed in Chat chunks (default null).
         tokenizer: the vocabulary (default: the embedded DeepSeek-V4 one).
         model: the model name to echo (default ``prep.model``).
-        eos_token_ids: ids that end the output (EOS / stop tokens).
+        eos_token_ids: ids that end the output (default: the encoding's stop tokens in the
+            vocabulary, EOS for every DeepSeek family).
         encoder_options: extra keyword arguments for the API encoder's constructor (Messages:
             ``signature``, ``thinking_tokens``); unknown keys raise ``TypeError``.
 
@@ -219,7 +126,7 @@ class CompletionStream:
         system_fingerprint: str | None = None,
         tokenizer: Tokenizer | None = None,
         model: str | None = None,
-        eos_token_ids: Sequence[int] = (1,),
+        eos_token_ids: Sequence[int] | None = None,
         encoder_options: Mapping[str, Any] | None = None,
     ) -> None:
         cls = ENCODERS.get(prep.api)
@@ -229,8 +136,10 @@ class CompletionStream:
         if prompt < 0 or cached_tokens < 0 or cached_tokens > prompt:
             raise ValueError(f"need 0 <= cached_tokens ({cached_tokens}) <= prompt_tokens ({prompt})")
         self._prep = prep
-        self._tok = tok = tokenizer or load_tokenizer()
-        self._parser = OutputParser(prep.parsing, tok, tool_call_id=seed, eos_token_ids=eos_token_ids)
+        family = get_encoding(prep.encoding)
+        self._tok = tok = tokenizer or family.tokenizer()
+        stops = family.stop_ids(tok) if eos_token_ids is None else eos_token_ids
+        self._parser = family.new_parser(prep.parsing, tok, tool_call_id=seed, eos_token_ids=stops)
         meta = ResponseMeta(
             id=response_id if response_id is not None else new_response_id(cls.id_prefix, seed),
             model=prep.model if model is None else model,
@@ -416,7 +325,7 @@ def response(
     system_fingerprint: str | None = None,
     tokenizer: Tokenizer | None = None,
     model: str | None = None,
-    eos_token_ids: Sequence[int] = (1,),
+    eos_token_ids: Sequence[int] | None = None,
     encoder_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The non-streamed response (Chat: a ``chat.completion`` object) for a whole model output.

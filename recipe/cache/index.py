@@ -1,7 +1,7 @@
 """Prefix index: which replica holds the longest cached prefix of a request's block keys.
 
 A store maps ``(namespace, block key, replica)`` to an expiry time. Because a block key names its
-whole prefix (:mod:`recipe.cache_keys`), a replica's score for a request is the number of *leading*
+whole prefix (:mod:`recipe.cache.keys`), a replica's score for a request is the number of *leading*
 keys it holds, probed from block 0 (always correct; bisection would need a prefix-closed store).
 
 Backends: :class:`MemoryPrefixIndex` (LRU bounded by entries, TTL per entry, injectable clock) and
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 from urllib.parse import quote
 
-from recipe.cache_keys import KeySpec, PromptUsage, block_keys, cached_prompt_tokens
+from recipe.cache.keys import KeySpec, PromptUsage, block_keys, cached_prompt_tokens
 
 __all__ = [
     "PrefixIndex",

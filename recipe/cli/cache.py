@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from recipe.cache_keys import DEFAULT_BLOCK_SIZE, SCHEMES, KeySpec, block_keys
-from recipe.prefix_diff import first_divergence
-from recipe.prefix_index import TraceRequest, simulate
+from recipe.cache.keys import DEFAULT_BLOCK_SIZE, SCHEMES, KeySpec, block_keys
+from recipe.cache.diff import first_divergence
+from recipe.cache.index import TraceRequest, simulate
 
 __all__ = ["register", "LoadPromptIds"]
 

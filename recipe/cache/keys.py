@@ -16,7 +16,7 @@ keys a store holds. Two schemes (byte layouts in ``docs/cache-keys.md``):
   (long prompts are encoded with numpy when it is installed; optional, same bytes without it).
 
 Keys are computed incrementally with :class:`KeyChain` (append ids, get the new full-block keys).
-The SHA-256 chains (``native`` and ``vllm``) run in C (``recipe._chainhash``, OpenSSL's SHA-256)
+The SHA-256 chains (``native`` and ``vllm``) run in C (``recipe.cache._chainhash``, OpenSSL's SHA-256)
 when that optional extension was compiled at install, else in the Python chains below: same keys
 either way (:data:`ACCELERATED` tells which is in use).
 """
@@ -37,8 +37,10 @@ from typing import Any, Callable
 
 import xxhash
 
+from recipe.cache.usage import PromptUsage, cached_prompt_tokens  # accounting, re-exported here
+
 try:
-    from recipe import _chainhash
+    from recipe.cache import _chainhash
 except ImportError:  # not compiled (no C compiler or OpenSSL headers at install): Python chains
     _chainhash = None
 
@@ -61,7 +63,7 @@ __all__ = [
 #: DeepSeek's caching unit (tokens per block); vLLM's own default is 16.
 DEFAULT_BLOCK_SIZE = 64
 
-#: True when the ``native`` and ``vllm`` chains run in the C extension ``recipe._chainhash``.
+#: True when the ``native`` and ``vllm`` chains run in the C extension ``recipe.cache._chainhash``.
 ACCELERATED = _chainhash is not None
 
 _BIG_ENDIAN = sys.byteorder == "big"
@@ -378,7 +380,7 @@ class _Scheme:
     tail: Callable[[tuple[Any, ...] | None], bytes]
     typecode: str  # array typecode validating ids: "I" (uint32) or "Q" (uint64, tried as "I" first)
     salt_in_root: bool
-    c_chain: str | None = None  # the recipe._chainhash function computing the same chain, if any
+    c_chain: str | None = None  # the recipe.cache._chainhash function computing the same chain, if any
 
 
 #: Scheme name -> how its keys are made.
@@ -540,59 +542,3 @@ def block_keys(token_ids: Sequence[int], spec: KeySpec = KeySpec(), extras: Bloc
 def event_hash(key: bytes) -> int:
     """vLLM KV-event block hash: the low 64 bits of the digest, read big-endian (its last 8 bytes)."""
     return int.from_bytes(key[-8:], "big")
-
-
-# --------------------------------------------------------------------------- accounting
-
-
-def cached_prompt_tokens(prompt_len: int, matched_blocks: int, block_size: int) -> int:
-    """Prompt tokens served from cache: ``matched_blocks * block_size``, capped so at least the
-    last prompt token is recomputed (``<= floor((prompt_len - 1) / block_size) * block_size``).
-
-    Raises:
-        ValueError: a negative length or count, or ``block_size < 1``.
-    """
-    if prompt_len < 0 or matched_blocks < 0 or block_size < 1:
-        raise ValueError("prompt_len and matched_blocks must be >= 0 and block_size >= 1")
-    if prompt_len == 0:
-        return 0
-    return min(matched_blocks, (prompt_len - 1) // block_size) * block_size
-
-
-@dataclass(frozen=True, slots=True)
-class PromptUsage:
-    """Prompt tokens and how many came from the prefix cache, in each API's vocabulary.
-
-    Raises ValueError unless ``0 <= cached_tokens <= prompt_tokens``.
-    """
-
-    prompt_tokens: int
-    cached_tokens: int
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.cached_tokens <= self.prompt_tokens:
-            raise ValueError(f"need 0 <= cached_tokens ({self.cached_tokens}) <= prompt_tokens ({self.prompt_tokens})")
-
-    @property
-    def prompt_cache_hit_tokens(self) -> int:
-        """DeepSeek Chat Completions ``usage.prompt_cache_hit_tokens``."""
-        return self.cached_tokens
-
-    @property
-    def prompt_cache_miss_tokens(self) -> int:
-        """DeepSeek ``usage.prompt_cache_miss_tokens`` (hit + miss = prompt_tokens)."""
-        return self.prompt_tokens - self.cached_tokens
-
-    @property
-    def uncached_input_tokens(self) -> int:
-        """Anthropic Messages ``usage.input_tokens``: input tokens excluding cache reads."""
-        return self.prompt_tokens - self.cached_tokens
-
-    @property
-    def cache_read_input_tokens(self) -> int:
-        """Anthropic Messages ``usage.cache_read_input_tokens``."""
-        return self.cached_tokens
-
-    def cost(self, hit_per_million: float, miss_per_million: float) -> float:
-        """Prompt cost for per-million-token prices of cache hits and misses."""
-        return (self.cached_tokens * hit_per_million + self.prompt_cache_miss_tokens * miss_per_million) / 1e6

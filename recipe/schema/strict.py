@@ -11,7 +11,7 @@ Source: the parity target as observed (behaviour map §1.5, §1.7, §4) plus pro
 * **Constraint strings** for a constrained decoder (``OutputConstraint.schema``): compact JSON.
 
 Non-strict schemas are validated against their meta-schema instead, and answers against a
-schema: :mod:`recipe.schema_validation`.
+schema: :mod:`recipe.schema.validation`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,88 @@
+"""The ``recipe`` command's entry point: the argument parser and the exit-status contract.
+
+Exit status: 0 ok; 1 a rejected request or unreadable input (the API's error JSON on stdout with
+``--json``, a one-line reason on stderr); 2 usage errors. Never a traceback (``RECIPE_DEBUG=1``
+shows one for an internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from recipe.cli import cache, complete, render, tokenize
+from recipe.cli.common import Failure, Usage, load_prompt_ids
+from recipe.errors import RequestError
+from recipe.tokenizer import TokenizerError
+
+__all__ = ["main", "build_parser"]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("recipe")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise Usage(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, cache)."""
+    p = _Parser(prog="recipe", description="DeepSeek prompts from OpenAI / Anthropic API requests.")
+    p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the embedded DeepSeek-V4 one)")
+    p.add_argument("--version", action="version", version=f"recipe {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    render.register(sub)
+    tokenize.register(sub)
+    complete.register(sub)
+    cache.register(sub, load_prompt_ids)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``recipe`` console script; returns the exit status."""
+    parser = build_parser()
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        for arg in args:
+            try:
+                arg.encode("utf-8")
+            except UnicodeEncodeError:
+                raise Usage(f"argument {arg.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8") from None
+        ns = parser.parse_args(args)
+        if getattr(ns, "run", None) is None:
+            parser.print_help(sys.stderr)
+            return 2
+        return ns.run(ns)
+    except Usage as exc:
+        print(f"recipe: {exc}", file=sys.stderr)
+        return 2
+    except Failure as exc:
+        print(f"recipe: {exc}", file=sys.stderr)
+        return 1
+    except RequestError as exc:
+        print(f"recipe: request rejected ({exc.stage}): {exc}", file=sys.stderr)
+        return 1
+    except TokenizerError as exc:
+        print(f"recipe: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: still one line, never a traceback (RECIPE_DEBUG=1 shows it)
+        if os.environ.get("RECIPE_DEBUG"):
+            raise
+        print(f"recipe: internal error ({type(exc).__name__}): {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""``recipe render``: a request's prompt with special tokens highlighted and its token count, or
+with ``--json`` one object (``api``, ``model``, ``encoding``, ``prompt``, ``special_ranges``,
+``token_ids``, ``num_tokens``, ``conversion``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from recipe.cli.common import EXAMPLES, Rejected, Usage, dump, prepare_request, read_input, tokenizer_from
+
+__all__ = ["register"]
+
+
+def _cmd_render(ns: argparse.Namespace) -> int:
+    if ns.file is not None and ns.example is not None:
+        raise Usage("give either FILE or --example, not both")
+    raw = read_input(ns.file, ns.example)
+    try:
+        prep = prepare_request(raw, ns.api, tokenizer_from(ns.tokenizer), model=ns.model)
+    except Rejected as rej:
+        if ns.json:
+            dump(rej.body)
+        print(rej.line, file=sys.stderr)
+        return 1
+    if ns.json:
+        dump(
+            {
+                "api": prep.api,
+                "model": prep.model,
+                "encoding": prep.encoding,
+                "prompt": prep.prompt.text,
+                "special_ranges": prep.prompt.special_ranges,
+                "token_ids": prep.token_ids,
+                "num_tokens": len(prep.token_ids),
+                "conversion": prep.conversion(),
+            }
+        )
+        return 0
+    from recipe.cli.view import print_prompt
+
+    print_prompt(prep)
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``render`` command to the ``recipe`` command's subparsers; returns its parser."""
+    r = subparsers.add_parser("render", help="a request's prompt and token ids")
+    r.add_argument("file", nargs="?", metavar="FILE|-", help="request JSON file, or - for standard input")
+    r.add_argument("--example", choices=EXAMPLES, help="render a shipped example request instead of FILE")
+    r.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto")
+    r.add_argument("--model", help="override the request's model name")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
+    r.set_defaults(run=_cmd_render)
+    return r

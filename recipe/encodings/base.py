@@ -1,0 +1,103 @@
+"""The record every model family exports: what the pipeline and the output driver need of it.
+
+An :class:`Encoding` is a value, not a hard-wired import: ``prepare`` looks it up by the name the
+model table gives (:func:`recipe.encodings.table.get_encoding`) and renders with it; the driver asks
+it for an output parser. Families keep heavy modules (parser, reference encoder) behind small
+factory functions so that looking up a record stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from recipe.conversation import Conversation, ParsingOptions
+    from recipe.output.events import OutputEvent
+    from recipe.prompt import Prompt
+    from recipe.tokenizer import Tokenizer
+
+__all__ = ["Encoding", "OutputParser", "ParserFactory"]
+
+
+class OutputParser(Protocol):
+    """An incremental completion parser (one per output): token ids or text in, output events out.
+
+    Feed :meth:`push` / :meth:`push_text` in any chunking, then :meth:`finish`; each returns the new
+    events, the last one a :class:`~recipe.output.events.Finish` once the output has ended. Never raises
+    on model output (degraded output is a note on the ``Finish``).
+    """
+
+    @property
+    def finished(self) -> bool:
+        """True once the output has ended; later pushes return ``[]``."""
+        ...
+
+    def push(self, token_ids: Sequence[int]) -> list[OutputEvent]:
+        """Feed completion token ids. Raises ``KeyError`` for an id outside the vocabulary."""
+        ...
+
+    def push_text(self, text: str, token_count: int = 0) -> list[OutputEvent]:
+        """Feed decoded text that accounts for ``token_count`` tokens."""
+        ...
+
+    def finish(self, reason: str = "stop") -> list[OutputEvent]:
+        """End of output (the backend's finish reason); returns the held text and the Finish."""
+        ...
+
+
+class ParserFactory(Protocol):
+    """``factory(options, tokenizer, *, tool_call_id=None, eos_token_ids=(…)) -> OutputParser``."""
+
+    def __call__(
+        self,
+        options: ParsingOptions,
+        tokenizer: Tokenizer,
+        *,
+        tool_call_id: Callable[[int], str] | int | str | None = None,
+        eos_token_ids: Sequence[int] = ...,
+    ) -> OutputParser: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    """One model family's prompt format and output format.
+
+    Attributes:
+        name: the encoding name the model table maps to (``"deepseek_v4"``).
+        render: ``Conversation -> Prompt`` (special and text segments), the API path.
+        new_parser: builds the incremental output parser for one completion (:class:`ParserFactory`).
+        encode_messages: the family's reference encoder (DeepSeek's published message-dict
+            semantics), prompt text out; ``None`` when the family has none.
+        encode_messages_to_ids: the same, token ids out (template specials only); or ``None``.
+        special_tokens: spelling -> id in the family's default vocabulary, for every special token
+            the template emits.
+        stop_tokens: spellings of the tokens that end an output (EOS first).
+        models: the API model names mapped to this encoding by default (matched exactly).
+        tokenizer: the family's default vocabulary (``() -> Tokenizer``, built once per process).
+    """
+
+    name: str
+    render: Callable[[Conversation], Prompt]
+    new_parser: ParserFactory
+    encode_messages: Callable[..., str] | None
+    encode_messages_to_ids: Callable[..., list[int]] | None
+    special_tokens: Mapping[str, int]
+    stop_tokens: tuple[str, ...]
+    models: tuple[str, ...]
+    tokenizer: Callable[[], Tokenizer]
+
+    def stop_ids(self, tokenizer: Tokenizer | None = None) -> tuple[int, ...]:
+        """Ids of :attr:`stop_tokens` in ``tokenizer`` (default: the family's vocabulary); a stop
+        token the vocabulary lacks is left out."""
+        tok = tokenizer if tokenizer is not None else self.tokenizer()
+        return tuple(tok.special_tokens[s] for s in self.stop_tokens if s in tok.special_tokens)
+
+    def __repr__(self) -> str:
+        return f"Encoding({self.name!r})"
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary: name, models, special tokens, stop tokens."""
+        return {"name": self.name, "models": list(self.models), "special_tokens": dict(self.special_tokens),
+                "stop_tokens": list(self.stop_tokens)}
