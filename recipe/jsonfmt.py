@@ -39,6 +39,9 @@ __all__ = [
     "format_float",
     "dumps_wire",
     "too_deep",
+    "too_deep_path",
+    "nesting_message",
+    "utf8_error",
     "MAX_DEPTH",
     "copy_json",
 ]
@@ -134,13 +137,96 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+def too_deep_path(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """Field path (``metadata.a[0].b``; ``""`` for the value itself) of the first container nested
+    more than ``limit`` levels deep, or None when ``value`` is within the limit. For error messages:
+    slower than :func:`too_deep`."""
+    if not isinstance(value, (dict, list)):
+        return None
+    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > limit:
+            return path
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if isinstance(child, (dict, list)):
+                    stack.append((child, depth + 1, f"{path}.{key}" if path else str(key)))
+        else:
+            for i, child in enumerate(node):
+                if isinstance(child, (dict, list)):
+                    stack.append((child, depth + 1, f"{path}[{i}]"))
+    return None
+
+
+#: A JSON string or a bracket (for locating the first over-deep container in JSON text).
+_STRUCT_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)
+
+
+def _too_deep_offset(text: str, limit: int = MAX_DEPTH) -> int | None:
+    depth = 0
+    for m in _STRUCT_RE.finditer(text):
+        c = m.group()
+        if c == "[" or c == "{":
+            depth += 1
+            if depth > limit:
+                return m.start()
+        elif c == "]" or c == "}":
+            depth -= 1
+    return None
+
+
+def nesting_message(value: Any = None, text: str | None = None, limit: int = MAX_DEPTH) -> tuple[str, str | None]:
+    """``(message, field path or None)`` for a JSON value (and/or its text) nested deeper than
+    ``limit``: ``recursion limit exceeded: nesting deeper than 127 levels at metadata.a.a… (line 1
+    column 846)`` — serde_json's words, then the limit, the path when known, the place in the text."""
+    path = too_deep_path(value, limit) if value is not None else None
+    where = ""
+    if path:
+        where += f" at {path if len(path) <= 80 else f'{path[:60]}…{path[-16:]}'}"
+    offset = _too_deep_offset(text, limit) if text is not None else None
+    if offset is not None:
+        where += " (line {} column {})".format(*_line_col(text, offset + 1))
+    return f"recursion limit exceeded: nesting deeper than {limit} levels{where}", path or None
+
+
+def utf8_error(exc: UnicodeDecodeError) -> str:
+    """A reader's description of undecodable UTF-8: ``not UTF-8: invalid start byte 0xff at byte
+    offset 52`` (the offending bytes in hex and the 0-based offset of the first one)."""
+    bad = bytes(exc.object[exc.start:exc.end])
+    return f"not UTF-8: {exc.reason} 0x{bad.hex()} at byte offset {exc.start}"
+
+
+class _DepthError(ValueError):
+    """Nesting past :data:`MAX_DEPTH` (carries the field path for the request error's ``param``)."""
+
+    def __init__(self, message: str, path: str | None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 def _parse_text(text: str | bytes) -> Any:
     """Shared body of :func:`parse_json_value` / :func:`loads_request`; raises ValueError
     (also for nesting deeper than :data:`MAX_DEPTH`, as serde_json's recursion limit)."""
     value = _parse_unchecked(text)
     if too_deep(value):
-        raise ValueError("recursion limit exceeded")
+        raw = text if isinstance(text, str) else bytes(text).decode("utf-8")
+        raise _DepthError(*nesting_message(value, raw))
     return value
+
+
+def _not_utf8(text: bytes) -> str | None:
+    """The UTF-8 problem of ``text`` (with line and column), or None if it decodes."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = text.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (text.rfind(b"\n", 0, exc.start) + 1) + 1
+        return f"{utf8_error(exc)} (line {line} column {column})"
+    return None
+
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def _parse_unchecked(text: str | bytes) -> Any:
@@ -148,10 +234,14 @@ def _parse_unchecked(text: str | bytes) -> Any:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         if isinstance(text, (bytes, bytearray, memoryview)):
-            try:
-                text = bytes(text).decode("utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"invalid UTF-8: {exc}") from None
+            problem = _not_utf8(bytes(text))
+            if problem is not None:
+                raise ValueError(problem) from None
+            text = bytes(text).decode("utf-8")
+        elif "surrogates" in exc.msg and (m := _SURROGATE_RE.search(text)) is not None:
+            raise ValueError(f"not UTF-8: lone surrogate U+{ord(m.group()):04X} at character offset {m.start()}") from None
+        if exc.msg.startswith("depth limit"):  # orjson stops at 1024 levels; report ours
+            raise _DepthError(*nesting_message(None, text)) from None
         oor = _find_out_of_range(text) if "infinity" in str(exc) else None
         if oor is not None:
             raise oor from None
@@ -195,7 +285,8 @@ def loads_request(data: str | bytes) -> Any:
     try:
         return _parse_text(data)
     except ValueError as exc:
-        raise RequestError(f"invalid JSON request: {exc}", stage="parse") from None
+        path = exc.path if isinstance(exc, _DepthError) else None
+        raise RequestError(f"invalid JSON request: {exc}", param=path, stage="parse") from None
 
 
 # ---------------------------------------------------------------------------------------------

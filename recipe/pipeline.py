@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from recipe.api.common import check_model, output_constraint, parsing_options
 from recipe.api.prepared import Api, PreparedRequest
@@ -20,8 +20,10 @@ from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request
 from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.prompt import SegmentCache, encode_prompt
-from recipe.store.conversations import ConversationStore, expand_request
 from recipe.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from recipe.store.conversations import ConversationStore
 
 __all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "ADAPTERS", "Adapter", "default_segment_cache"]
 
@@ -134,6 +136,8 @@ def prepare(
     if api == "auto":
         api = detect_api(body)
     if store is not None and api == "responses":
+        from recipe.store.conversations import expand_request  # sqlite3: loaded by store users only
+
         body = expand_request(body, store)
     load = ADAPTERS.get(api)
     if load is None:

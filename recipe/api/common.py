@@ -29,7 +29,6 @@ from recipe.conversation import (
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact
 from recipe.options import DEFAULT_OPTIONS, Options
-from recipe.schema.validation import validate_response_schema, validate_tool_parameters
 from recipe.schema.strict import (
     json_schema_constraint,
     normalize_strict_response_schema,
@@ -185,6 +184,8 @@ def _build_tool(name: str, description: str | None, parameters: Any, strict: boo
     elif parameters is None:
         parameters = {}
     else:
+        from recipe.schema.validation import validate_tool_parameters  # jsonschema: loaded when a tool needs it
+
         validate_tool_parameters(parameters, name)
     return ToolDefinition(name=name, description=description, parameters=parameters, strict=strict)
 
@@ -298,6 +299,8 @@ def check_response_format(rf: ResponseFormat, field: str = "response_format") ->
         if rf.strict:
             normalize_strict_response_schema(rf.schema)
         else:
+            from recipe.schema.validation import validate_response_schema  # jsonschema: loaded when used
+
             validate_response_schema(rf.schema)
     except RequestError as err:
         if err.param is None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from recipe.errors import RequestError
-from recipe.jsonfmt import loads_request, too_deep
+from recipe.jsonfmt import loads_request, nesting_message, too_deep
 
 __all__ = ["WireModel", "U32", "U64", "parse_body", "field_path"]
 
@@ -70,7 +70,8 @@ def parse_body(model: type[WireModel], body: Any) -> Any:
     if isinstance(body, (bytes, bytearray, memoryview, str)):
         body = loads_request(bytes(body) if not isinstance(body, str) else body)
     elif too_deep(body):  # a dict body gets the limit a JSON body gets from the parser
-        raise RequestError("invalid request body: recursion limit exceeded", stage="parse")
+        message, path = nesting_message(body)
+        raise RequestError(f"invalid request body: {message}", param=path, stage="parse")
     if not isinstance(body, dict):
         raise RequestError("invalid request body: expected a JSON object", stage="parse")
     try:

@@ -3,7 +3,9 @@
 :func:`register` adds the commands to the main parser. Input files are request files converted by
 the ``load_prompt_ids`` callback, or JSON objects ``{"model": ..., "token_ids": [...]}`` (optional
 ``"boundaries": [[message index, start, end], ...]``, ``"tokenizer"``: fingerprint) read directly.
-Exit status: 0 ok, 1 bad input file, 2 usage.
+``--tokenizer PATH`` (before or after the subcommand) picks the vocabulary for request files and
+the native keys' fingerprint. The key schemes load on first use (not when the command line is
+parsed). Exit status: 0 ok, 1 bad input file, 2 usage.
 """
 
 from __future__ import annotations
@@ -14,16 +16,36 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from recipe.cache.keys import DEFAULT_BLOCK_SIZE, SCHEMES, KeySpec, block_keys
-from recipe.cache.diff import first_divergence
-from recipe.cache.index import TraceRequest, simulate
+if TYPE_CHECKING:
+    from recipe.cache.index import TraceRequest
+    from recipe.cache.keys import KeySpec
 
 __all__ = ["register", "LoadPromptIds"]
 
-#: ``path -> (model, token ids, [(message index, start, end), ...])``; raises on a bad file.
-LoadPromptIds = Callable[[str], "tuple[str, list[int], list]"]
+#: ``path -> (model, token ids, [(message index, start, end), ...])``; raises on a bad file. Called
+#: as ``load(path)``, or ``load(path, tokenizer=PATH)`` when ``--tokenizer`` was given.
+LoadPromptIds = Callable[..., "tuple[str, list[int], list]"]
+
+#: ``--block-size`` default; equals :data:`recipe.cache.keys.DEFAULT_BLOCK_SIZE` (a test checks),
+#: spelled here so that parsing the command line does not load the key schemes.
+DEFAULT_BLOCK_SIZE = 64
+
+
+class _Schemes:
+    """``--scheme`` choices, read from :data:`recipe.cache.keys.SCHEMES` when argparse asks."""
+
+    def _names(self) -> tuple[str, ...]:
+        from recipe.cache.keys import SCHEMES
+
+        return tuple(SCHEMES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
 
 
 class _BadInput(Exception):
@@ -42,7 +64,7 @@ def _ids_object(obj: Any, where: str) -> dict[str, Any] | None:
     return obj
 
 
-def _load(path: str, load_prompt_ids: LoadPromptIds | None) -> tuple[str, list[int], list, str | None]:
+def _load(path: str, load_prompt_ids: LoadPromptIds | None, tokenizer: str | None = None) -> tuple[str, list[int], list, str | None]:
     """(model, ids, boundaries, tokenizer fingerprint or None) of an input file."""
     try:
         obj = json.loads(Path(path).read_bytes())
@@ -56,27 +78,36 @@ def _load(path: str, load_prompt_ids: LoadPromptIds | None) -> tuple[str, list[i
     if load_prompt_ids is None:
         raise _BadInput(f"{path}: not a {{\"token_ids\": [...]}} object")
     try:
-        model, ids, boundaries = load_prompt_ids(path)
+        model, ids, boundaries = load_prompt_ids(path) if tokenizer is None else load_prompt_ids(path, tokenizer=tokenizer)
     except Exception as exc:  # the callback's own errors: a bad request file
         raise _BadInput(f"{path}: {exc}") from None
     return model, list(ids), list(boundaries or []), None
 
 
-def _fingerprint(given: str | None) -> str:
+def _tokenizer_path(ns: argparse.Namespace) -> str | None:
+    return getattr(ns, "tokenizer", None)
+
+
+def _fingerprint(given: str | None, ns: argparse.Namespace) -> str:
     if given is not None:
         return given
-    from recipe.tokenizer import load_tokenizer
+    from recipe.tokenizer import TokenizerError, load_tokenizer
 
-    return load_tokenizer().fingerprint
+    try:
+        return load_tokenizer(_tokenizer_path(ns)).fingerprint
+    except TokenizerError as exc:
+        raise _BadInput(str(exc)) from None
 
 
 def _spec(ns: argparse.Namespace, model: str, tokenizer: str | None) -> KeySpec:
+    from recipe.cache.keys import KeySpec
+
     if ns.scheme == "vllm" and ns.hash_seed is None:
         raise _Usage("--scheme vllm needs --hash-seed (the engine's PYTHONHASHSEED)")
     if ns.block_size < 1:
         raise _Usage("--block-size must be >= 1")
     native = ns.scheme != "vllm"
-    return KeySpec(ns.scheme, ns.block_size, model if native else "", _fingerprint(tokenizer) if native else "",
+    return KeySpec(ns.scheme, ns.block_size, model if native else "", _fingerprint(tokenizer, ns) if native else "",
                    ns.salt, ns.hash_seed)
 
 
@@ -85,7 +116,9 @@ class _Usage(Exception):
 
 
 def _cmd_keys(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
-    model, ids, _, tok = _load(ns.file, load)
+    from recipe.cache.keys import block_keys
+
+    model, ids, _, tok = _load(ns.file, load, _tokenizer_path(ns))
     spec = _spec(ns, model, tok)
     ks = block_keys(ids, spec)
     if ns.json:
@@ -98,10 +131,12 @@ def _cmd_keys(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
 
 
 def _cmd_diff(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
+    from recipe.cache.diff import first_divergence
+
     if ns.block_size < 1:
         raise _Usage("--block-size must be >= 1")
-    _, a, _, _ = _load(ns.a, load)
-    _, b, boundaries, _ = _load(ns.b, load)
+    _, a, _, _ = _load(ns.a, load, _tokenizer_path(ns))
+    _, b, boundaries, _ = _load(ns.b, load, _tokenizer_path(ns))
     try:
         d = first_divergence(a, b, boundaries)
     except ValueError as exc:
@@ -122,7 +157,9 @@ def _cmd_diff(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
     return 0
 
 
-def _trace(path: str, load: LoadPromptIds | None) -> Iterator[TraceRequest]:
+def _trace(path: str, load: LoadPromptIds | None, tokenizer: str | None = None) -> Iterator[TraceRequest]:
+    from recipe.cache.index import TraceRequest
+
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -138,7 +175,7 @@ def _trace(path: str, load: LoadPromptIds | None) -> Iterator[TraceRequest]:
         if not isinstance(obj, dict):
             raise _BadInput(f"{where}: each line must be a JSON object")
         if isinstance(obj.get("file"), str):  # a request file, relative to the trace
-            model, ids, _, _ = _load(str(Path(path).parent / obj["file"]), load)
+            model, ids, _, _ = _load(str(Path(path).parent / obj["file"]), load, tokenizer)
         elif _ids_object(obj, where) is not None:
             model, ids = obj.get("model", ""), obj["token_ids"]
         else:
@@ -150,10 +187,12 @@ def _trace(path: str, load: LoadPromptIds | None) -> Iterator[TraceRequest]:
 
 
 def _cmd_simulate(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
+    from recipe.cache.index import simulate
+
     if ns.max_entries < 1 or ns.ttl is not None and ns.ttl <= 0:
         raise _Usage("--max-entries must be >= 1 and --ttl > 0")
     spec = _spec(ns, "", "")
-    report = simulate(_trace(ns.trace, load), spec, hit_price=ns.hit_price, miss_price=ns.miss_price,
+    report = simulate(_trace(ns.trace, load, _tokenizer_path(ns)), spec, hit_price=ns.hit_price, miss_price=ns.miss_price,
                       max_entries=ns.max_entries, ttl=ns.ttl)
     out = report.to_json()
     if ns.json:
@@ -167,11 +206,18 @@ def _cmd_simulate(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
 
 
 def _key_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scheme", choices=tuple(SCHEMES), default="native")
+    p.add_argument("--scheme", choices=_Schemes(), default="native", metavar="{native,vllm}")
     p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N")
     p.add_argument("--hash-seed", metavar="S", help="vllm: the engine's PYTHONHASHSEED")
     p.add_argument("--salt", metavar="S", help="tenant salt (native root / vLLM cache_salt)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _tokenizer_option(p)
+
+
+def _tokenizer_option(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: a value given before the subcommand (the main parser's option) is kept
+    p.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS,
+                   help="tokenizer.json for request files and the native fingerprint")
 
 
 def _finite(text: str) -> float:
@@ -216,6 +262,7 @@ def register(subparsers: argparse._SubParsersAction, load_prompt_ids: LoadPrompt
     d.add_argument("b", metavar="B")
     d.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N")
     d.add_argument("--json", action="store_true")
+    _tokenizer_option(d)
     d.set_defaults(run=_runner(_cmd_diff, load_prompt_ids))
 
     s = sub.add_parser("simulate", help="replay a JSONL trace through an in-memory prefix index")

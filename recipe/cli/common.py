@@ -1,22 +1,25 @@
-"""What the ``recipe`` subcommands share: exit-status exceptions, reading inputs, printing JSON,
-preparing a request file.
+"""What the ``recipe`` subcommands share: exit-status exceptions, reading inputs, printing JSON and
+rejections, preparing a request file.
 
 Exit status contract (docs in :mod:`recipe.cli.main`): :class:`Usage` → 2, :class:`Failure` and
-:class:`Rejected` → 1.
+:class:`Rejected` → 1. Text inputs (``tokenize -``, ``complete --text``) must be UTF-8: invalid
+bytes are refused with their offset, never replaced (a request file is checked by the JSON parser
+with the same rule).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
 from recipe.errors import RequestError
-from recipe.jsonfmt import dumps_wire, loads_request
+from recipe.jsonfmt import dumps_wire, loads_request, utf8_error
 from recipe.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
-__all__ = ["EXAMPLES", "Usage", "Failure", "Rejected", "read_input", "tokenizer_from", "dump",
-           "prepare_request", "load_prompt_ids"]
+__all__ = ["EXAMPLES", "Usage", "Failure", "Rejected", "read_input", "read_text", "tokenizer_from", "dump",
+           "print_rejection", "prepare_request", "load_prompt_ids", "ambiguous_chat"]
 
 #: Names of the shipped example requests (``recipe/examples/NAME.json``).
 EXAMPLES = ("weather", "hello")
@@ -61,6 +64,20 @@ def read_input(arg: str | None, example: str | None) -> bytes:
         raise Failure(f"cannot read {arg}: {exc.strerror}") from None
 
 
+def read_text(arg: str) -> str:
+    """The text of a file or of standard input (``-``), which must be UTF-8.
+
+    Raises:
+        Failure: unreadable, or not UTF-8 (the message names the first invalid byte and its offset).
+    """
+    data = read_input(arg, None)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = "standard input" if arg == "-" else arg
+        raise Failure(f"{where}: {utf8_error(exc)}") from None
+
+
 def tokenizer_from(path: str | None) -> Tokenizer:
     """The vocabulary at ``path`` (a ``tokenizer.json``), or the embedded default when None.
 
@@ -79,9 +96,45 @@ def dump(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def print_rejection(rej: Rejected, body: bool = True) -> int:
+    """Report a rejected request the one way every command does: the API's error body as indented
+    JSON on standard output (when ``body``), the one-line reason on standard error. Returns 1."""
+    if body:
+        dump(rej.body)
+    print(rej.line, file=sys.stderr)
+    return 1
+
+
+#: Top-level fields only a Chat Completions body has (a body with none of them, and no other Chat
+#: sign, is also a valid Anthropic Messages body).
+_CHAT_ONLY_KEYS = frozenset(
+    "response_format max_completion_tokens n logprobs top_logprobs stream_options frequency_penalty "
+    "presence_penalty seed parallel_tool_calls reasoning_effort logit_bias user modalities prediction audio "
+    "store web_search_options functions function_call stop prompt_cache_key safety_identifier verbosity".split()
+)
+_CHAT_ONLY_MESSAGE_KEYS = frozenset({"tool_calls", "tool_call_id", "name", "reasoning_content", "prefix", "refusal"})
+_CHAT_ONLY_PARTS = frozenset({"image_url", "input_audio", "file", "refusal"})
+
+
+def ambiguous_chat(body: Mapping[str, Any]) -> bool:
+    """True when a body that API detection read as Chat Completions carries no sign of Chat only —
+    e.g. ``{"model", "messages": [{"role": "user", "content": "Hi"}]}`` is valid Anthropic Messages
+    too — so the CLI says which API it assumed."""
+    if any(k in body for k in _CHAT_ONLY_KEYS) or body.get("tools") or isinstance(body.get("tool_choice"), str):
+        return False
+    for m in body.get("messages") or ():
+        if not isinstance(m, Mapping) or m.get("role") not in ("user", "assistant") or _CHAT_ONLY_MESSAGE_KEYS & m.keys():
+            return False
+        content = m.get("content")
+        if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") in _CHAT_ONLY_PARTS for p in content):
+            return False
+    return True
+
+
 def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer, model: str | None = None) -> Any:
     """Request bytes -> :class:`~recipe.api.prepared.PreparedRequest` (API detected when ``auto``;
-    ``model`` overrides the body's).
+    ``model`` overrides the body's). When detection had to guess (a body valid as Chat and as
+    Messages, see :func:`ambiguous_chat`), one line on standard error says which API was assumed.
 
     Raises:
         Rejected: the request is invalid (carries the API's error body).
@@ -95,6 +148,9 @@ def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer, model: str | Non
             raise RequestError("invalid request body: expected a JSON object", stage="parse")
         if api == "auto":
             api = detect_api(body)
+            if api == "chat" and ambiguous_chat(body):
+                print("recipe: read as a Chat Completions request (--api auto); it is also a valid Messages "
+                      "body: pass --api messages to read it as one", file=sys.stderr)
         if model:
             body = {**body, "model": model}
         return prepare(body, api, tokenizer=tokenizer)
@@ -102,8 +158,9 @@ def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer, model: str | Non
         raise Rejected(error_body(api if api != "auto" else "chat", err), f"recipe: request rejected ({err.stage}): {err}") from None
 
 
-def load_prompt_ids(path: str) -> tuple[str, list[int], list[tuple[int, int, int]]]:
-    """Request file -> (model, prompt token ids, message boundaries) for the cache commands.
+def load_prompt_ids(path: str, tokenizer: str | None = None) -> tuple[str, list[int], list[tuple[int, int, int]]]:
+    """Request file -> (model, prompt token ids, message boundaries) for the cache commands, on the
+    vocabulary at ``tokenizer`` (default: the embedded one).
 
     Raises:
         Failure / Usage: the file cannot be read; RequestError: the request is invalid.
@@ -111,6 +168,6 @@ def load_prompt_ids(path: str) -> tuple[str, list[int], list[tuple[int, int, int
     from recipe.pipeline import prepare
     from recipe.prompt import message_token_spans
 
-    raw = read_input(path, None)
-    prep = prepare(raw)
-    return prep.model, prep.token_ids, message_token_spans(load_tokenizer(), prep.prompt)
+    tok = tokenizer_from(tokenizer)
+    prep = prepare(read_input(path, None), tokenizer=tok)
+    return prep.model, prep.token_ids, message_token_spans(tok, prep.prompt)

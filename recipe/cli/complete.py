@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from recipe.cli.common import Failure, Rejected, Usage, prepare_request, read_input, tokenizer_from
+from recipe.cli.common import Failure, Rejected, Usage, prepare_request, print_rejection, read_input, read_text, tokenizer_from
 
 __all__ = ["register"]
 
@@ -31,8 +31,11 @@ def _ids(raw: bytes, where: str, n_vocab: int) -> list[int]:
         ids = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise Failure(f"{where}: not JSON ({exc})") from None
-    if not isinstance(ids, list) or not all(type(i) is int and 0 <= i < n_vocab for i in ids):
+    if not isinstance(ids, list):
         raise Failure(f"{where}: expected a JSON list of token ids in 0..{n_vocab - 1}")
+    for k, i in enumerate(ids):
+        if type(i) is not int or not 0 <= i < n_vocab:
+            raise Failure(f"{where}: item {k}: token id {i!r} is outside the vocabulary ({n_vocab} ids: 0..{n_vocab - 1})")
     return ids
 
 
@@ -57,18 +60,11 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
     if ns.ids is not None:
         ids = _ids(read_input(ns.ids, None), ns.ids, tok.n_vocab)
     else:
-        try:
-            text = read_input(ns.text, None).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise Failure(f"{ns.text}: not UTF-8 ({exc.reason})") from None
-        ids = tok.encode_with_special_tokens(text)
+        ids = tok.encode_with_special_tokens(read_text(ns.text))
     try:
         prep = prepare_request(raw, ns.api, tok)
     except Rejected as rej:
-        sys.stdout.buffer.write(dumps_wire(rej.body) + b"\n")
-        sys.stdout.flush()
-        print(rej.line, file=sys.stderr)
-        return 1
+        return print_rejection(rej)
     if prep.api not in ENCODERS:
         raise Failure(f"no output encoder for the {prep.api} API yet")
     prompt = len(prep.token_ids) if ns.prompt_tokens is None else ns.prompt_tokens

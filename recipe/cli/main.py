@@ -14,7 +14,7 @@ import sys
 from recipe.cli import cache, complete, render, tokenize
 from recipe.cli.common import Failure, Usage, load_prompt_ids
 from recipe.errors import RequestError
-from recipe.tokenizer import TokenizerError
+from recipe.tokenizer import TokenIdError, TokenizerError
 
 __all__ = ["main", "build_parser"]
 
@@ -28,6 +28,17 @@ def _version() -> str:
         return "unknown"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: looks the installed version up only when asked (importlib.metadata is slow to load)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"recipe {_version()}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise Usage(message)
@@ -37,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, cache)."""
     p = _Parser(prog="recipe", description="DeepSeek prompts from OpenAI / Anthropic API requests.")
     p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the embedded DeepSeek-V4 one)")
-    p.add_argument("--version", action="version", version=f"recipe {_version()}")
+    p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     render.register(sub)
     tokenize.register(sub)
@@ -70,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except RequestError as exc:
         print(f"recipe: request rejected ({exc.stage}): {exc}", file=sys.stderr)
         return 1
-    except TokenizerError as exc:
+    except (TokenizerError, TokenIdError) as exc:
         print(f"recipe: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:

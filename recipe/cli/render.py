@@ -6,10 +6,9 @@ with ``--json`` one object (``api``, ``model``, ``encoding``, ``prompt``, ``spec
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from recipe.cli.common import EXAMPLES, Rejected, Usage, dump, prepare_request, read_input, tokenizer_from
+from recipe.cli.common import EXAMPLES, Rejected, Usage, dump, prepare_request, print_rejection, read_input, tokenizer_from
 
 __all__ = ["register"]
 
@@ -21,10 +20,7 @@ def _cmd_render(ns: argparse.Namespace) -> int:
     try:
         prep = prepare_request(raw, ns.api, tokenizer_from(ns.tokenizer), model=ns.model)
     except Rejected as rej:
-        if ns.json:
-            dump(rej.body)
-        print(rej.line, file=sys.stderr)
-        return 1
+        return print_rejection(rej, body=ns.json)
     if ns.json:
         dump(
             {

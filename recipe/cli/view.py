@@ -29,11 +29,12 @@ def print_prompt(prep: Any, console: Console | None = None) -> None:
 
 
 def print_tokens(ids: Sequence[int], pieces: Sequence[str], console: Console | None = None) -> None:
-    """Print each token as ``id:piece`` with alternating colours, then the token count."""
+    """Print each token as ``piece[id]`` with alternating colours, then the token count; ``pieces``
+    are the display forms (:func:`recipe.cli.tokenize.piece_view`), printed as given."""
     console = console or Console(highlight=False, soft_wrap=True)
     out = RichText()
     for k, (i, piece) in enumerate(zip(ids, pieces)):
-        out.append(f"{piece!r}", style="cyan" if k % 2 else "green")
+        out.append(piece, style="cyan" if k % 2 else "green")
         out.append(f"[{i}] ", style="dim")
     console.print(out)
     console.print(f"[bold]tokens {len(ids)}[/]")

@@ -1,0 +1,187 @@
+"""A vocabulary's merged BPE ranks cached on disk, keyed by the SHA-256 of its ``tokenizer.json``.
+
+Turning a 6 MB ``tokenizer.json`` into tiktoken ranks takes about a second (JSON parse, byte-level
+decoding of 128k pieces); reading the ranks back from this cache takes a few tens of ms. tiktoken
+caches its own encodings the same way (a file per source, named by a hash, in a user cache
+directory). This module knows bytes and ints only; :mod:`recipe.tokenizer` builds the vocabulary.
+
+**Where** (:func:`cache_dir`): ``$RECIPE_CACHE_DIR`` if set (the empty string disables the cache),
+else ``$XDG_CACHE_HOME/recipe``, else ``~/.cache/recipe``. One file per vocabulary:
+``ranks-v1-<sha256 of tokenizer.json>.bin``.
+
+**File format** (version 1, little-endian)::
+
+    b"RCPRANK1" | sha256(body) (32 bytes) | body
+    body   = u32 header length | header (JSON) | one section per token length
+    header = {"source_sha256": hex, "special_tokens": {spelling: id}, "groups": [[length, count], ...]}
+    section (length L, count n) = n u32 ids | n * L token bytes (the i-th token has the i-th id)
+
+**Never a wrong vocabulary**: a file whose magic, checksum, header, sizes or source digest do not
+match is :class:`CacheCorrupt` and is rebuilt by the caller; a cache file is written to a temporary
+file in the same directory and moved into place with ``os.replace``, so a reader sees the old file,
+the new one or none — never half of one; a cache directory that cannot be created or written only
+costs the rebuild (:func:`store` returns None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Mapping
+from pathlib import Path
+
+import orjson
+
+__all__ = ["FORMAT", "CacheCorrupt", "cache_dir", "cache_path", "encode", "decode", "load", "store"]
+
+#: File format version; part of the file name, so a new format never reads an old file.
+FORMAT = 1
+_MAGIC = b"RCPRANK1"
+_HEAD = len(_MAGIC) + 32
+
+
+class CacheCorrupt(ValueError):
+    """A cache file that is not a complete, intact cache of the expected vocabulary."""
+
+
+def cache_dir() -> Path | None:
+    """The cache directory (not created here), or None when caching is disabled.
+
+    ``$RECIPE_CACHE_DIR`` (empty: disabled) > ``$XDG_CACHE_HOME/recipe`` > ``~/.cache/recipe``.
+    Read from the environment on every call (it is called once per vocabulary and process).
+    """
+    explicit = os.environ.get("RECIPE_CACHE_DIR")
+    if explicit is not None:
+        return Path(explicit).expanduser() if explicit else None
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "recipe"
+    return Path.home() / ".cache" / "recipe"
+
+
+def cache_path(source_sha256: str, directory: Path) -> Path:
+    """The file that caches the vocabulary whose ``tokenizer.json`` has digest ``source_sha256``."""
+    return directory / f"ranks-v{FORMAT}-{source_sha256}.bin"
+
+
+def _u32(values: list[int]) -> bytes:
+    a = array("I", values)
+    if a.itemsize != 4:  # pragma: no cover - every supported platform has a 4-byte unsigned int
+        a = array("L", values)
+    if sys.byteorder == "big":  # pragma: no cover
+        a.byteswap()
+    return a.tobytes()
+
+
+def _from_u32(data: bytes) -> list[int]:
+    a = array("I")
+    a.frombytes(data)
+    if sys.byteorder == "big":  # pragma: no cover
+        a.byteswap()
+    return a.tolist()
+
+
+def encode(source_sha256: str, ranks: Mapping[bytes, int], special_tokens: Mapping[str, int]) -> bytes:
+    """The cache file's bytes for ``ranks`` (token bytes -> id) and ``special_tokens``."""
+    groups: dict[int, list[tuple[bytes, int]]] = {}
+    for token, rank in ranks.items():
+        groups.setdefault(len(token), []).append((token, rank))
+    lengths = sorted(groups)
+    header = orjson.dumps({
+        "source_sha256": source_sha256,
+        "special_tokens": dict(special_tokens),
+        "groups": [[n, len(groups[n])] for n in lengths],
+    })
+    parts = [len(header).to_bytes(4, "little"), header]
+    for n in lengths:
+        parts.append(_u32([rank for _, rank in groups[n]]))
+        parts.append(b"".join(token for token, _ in groups[n]))
+    body = b"".join(parts)
+    return _MAGIC + hashlib.sha256(body).digest() + body
+
+
+def decode(data: bytes, source_sha256: str) -> tuple[dict[bytes, int], dict[str, int]]:
+    """``(ranks, special_tokens)`` from a cache file's bytes.
+
+    Raises:
+        CacheCorrupt: wrong magic, checksum mismatch (corrupt or truncated), a malformed header,
+            sizes that do not add up, or a cache of another ``tokenizer.json`` (stale).
+    """
+    if len(data) < _HEAD + 4 or not data.startswith(_MAGIC):
+        raise CacheCorrupt("not a rank cache file (bad magic or too short)")
+    body = memoryview(data)[_HEAD:]
+    if hashlib.sha256(body).digest() != data[len(_MAGIC):_HEAD]:
+        raise CacheCorrupt("checksum mismatch (corrupt or truncated)")
+    size = int.from_bytes(body[:4], "little")
+    try:
+        header = orjson.loads(body[4:4 + size])
+        source, special_tokens, groups = header["source_sha256"], header["special_tokens"], header["groups"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise CacheCorrupt(f"malformed header ({exc})") from None
+    if source != source_sha256:
+        raise CacheCorrupt(f"cache of another tokenizer.json ({source!r})")
+    if not isinstance(special_tokens, dict) or not isinstance(groups, list):
+        raise CacheCorrupt("malformed header")
+    pos = _HEAD + 4 + size
+    ranks: dict[bytes, int] = {}
+    for group in groups:
+        if not (isinstance(group, list) and len(group) == 2 and all(type(x) is int and x >= 0 for x in group)):
+            raise CacheCorrupt("malformed header")
+        length, count = group
+        ids_end = pos + 4 * count
+        end = ids_end + length * count
+        if length < 1 or end > len(data):
+            raise CacheCorrupt("section sizes exceed the file")
+        # one C-level split of the section into its fixed-length tokens
+        tokens = struct.unpack_from(f"{length}s" * count, data, ids_end)
+        ranks.update(zip(tokens, _from_u32(data[pos:ids_end])))
+        pos = end
+    if pos != len(data) or len(ranks) != sum(count for _, count in groups):
+        raise CacheCorrupt("section sizes do not add up")
+    return ranks, special_tokens
+
+
+def load(source_sha256: str, directory: Path | None) -> tuple[dict[bytes, int], dict[str, int]] | None:
+    """The cached ``(ranks, special_tokens)`` of the ``tokenizer.json`` with digest ``source_sha256``,
+    or None when there is no cache (disabled, no file, unreadable).
+
+    Raises:
+        CacheCorrupt: the file exists but is not an intact cache of that vocabulary.
+    """
+    if directory is None:
+        return None
+    try:
+        data = cache_path(source_sha256, directory).read_bytes()
+    except OSError:
+        return None
+    return decode(data, source_sha256)
+
+
+def store(source_sha256: str, ranks: Mapping[bytes, int], special_tokens: Mapping[str, int],
+          directory: Path | None) -> Path | None:
+    """Write the cache file atomically (temporary file + ``os.replace``); the path written, or None
+    when caching is disabled or the directory cannot be created or written (never raises OSError)."""
+    if directory is None:
+        return None
+    import tempfile  # only a process that builds a vocabulary writes
+
+    data = encode(source_sha256, ranks, special_tokens)
+    target = cache_path(source_sha256, directory)
+    tmp = None
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+        return target
+    except OSError:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return None
