@@ -183,7 +183,8 @@ class CompletionStream:
 
         ``logprobs``: None, or one ``(logprob, [(token_id, logprob), …])`` pair per id; used only when
         the request asked for log probabilities. Raises ``ValueError`` if the count differs from the
-        ids' and ``KeyError`` for an id outside the vocabulary (caller errors, not model output).
+        ids' and :class:`~recipe.tokenizer.TokenIdError` (a ``KeyError`` naming the id and the
+        vocabulary size) for an id outside the vocabulary (caller errors, not model output).
         """
         if self._finish is not None:
             return []
@@ -193,15 +194,21 @@ class CompletionStream:
                 raise ValueError(f"{len(logprobs)} log probabilities for {len(token_ids)} token ids")
             push = self._parser.push
             for tid, lp in zip(token_ids, logprobs):
-                entry = None if self._is_special(tid) else self._entry(tid, lp)
-                self._handle(push((tid,)), entry, out)
+                try:
+                    entry = None if self._is_special(tid) else self._entry(tid, lp)
+                    events = push((tid,))
+                except (KeyError, OverflowError, TypeError):
+                    self._tok.check_ids((tid,))
+                    raise
+                self._handle(events, entry, out)
                 if self._finish is not None:
                     break
             return out
         try:
             events = self._parser.push(token_ids)
-        except OverflowError:  # a negative or huge id: outside the vocabulary, like any unknown id
-            raise KeyError(f"token id outside the vocabulary in {list(token_ids)[:8]}…") from None
+        except (KeyError, OverflowError, TypeError):  # an id outside the vocabulary: say which
+            self._tok.check_ids(token_ids)
+            raise
         if events and not self._pending and self._events is None and self._answer is None and type(events[-1]) is not Finish:
             out += self._enc.on_events(events)  # fast path: nothing to attribute, not the end
         elif events:
