@@ -207,7 +207,7 @@ def _cmd_simulate(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
 
 def _key_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheme", choices=_Schemes(), default="native", metavar="SCHEME",
-                   help="cache-key scheme: native (default), native-xxh3 or vllm (docs/cache-keys.md)")
+                   help="cache-key scheme: %(choices)s (default %(default)s; docs/cache-keys.md)")
     p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N")
     p.add_argument("--hash-seed", metavar="S", help="vllm: the engine's PYTHONHASHSEED")
     p.add_argument("--salt", metavar="S", help="tenant salt (native root / vLLM cache_salt)")
