@@ -110,6 +110,20 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(bs, cs)}
 
 
+@functools.cache
+def _byte_table() -> dict[int, str]:
+    """``str.translate`` table: byte-level character -> the byte it stands for (as a latin-1 char);
+    code points below 256 that are not in the alphabet map to a character latin-1 cannot encode."""
+    table = {c: "\U0010ffff" for c in range(256)}
+    table.update({ord(c): chr(b) for c, b in _byte_decoder().items()})
+    return table
+
+
+def _is_byte_level(piece: Any) -> bool:
+    alphabet = _byte_decoder()
+    return isinstance(piece, str) and all(c in alphabet for c in piece)
+
+
 @dataclass(frozen=True, slots=True)
 class Tokenizer:
     """A byte-level BPE vocabulary with its added tokens, backed by a tiktoken ``Encoding``.
@@ -264,15 +278,15 @@ def _parse(data: bytes, name: str) -> tuple[dict[bytes, int], dict[str, int]]:
             raise
         raise TokenizerError(f"{name}: not a HF tokenizer.json with a BPE model ({exc})") from exc
     special_ids = set(special_tokens.values())
-    bd = _byte_decoder()
+    table = _byte_table()
     ranks: dict[bytes, int] = {}
-    for piece, tid in vocab.items():
-        if tid in special_ids:
-            continue
-        try:
-            ranks[bytes(bd[c] for c in piece)] = tid
-        except KeyError as exc:
-            raise TokenizerError(f"{name}: vocab entry {piece!r} (id {tid}) is not a byte-level string") from exc
+    try:
+        for piece, tid in vocab.items():
+            if tid not in special_ids:
+                ranks[piece.translate(table).encode("latin-1")] = tid
+    except (UnicodeEncodeError, AttributeError, TypeError):
+        bad = next(p for p, t in vocab.items() if t not in special_ids and not _is_byte_level(p))
+        raise TokenizerError(f"{name}: vocab entry {bad!r} (id {vocab[bad]}) is not a byte-level string") from None
     if any(type(t) is not int or t < 0 for t in ranks.values()) or len(set(ranks.values())) != len(ranks):
         raise TokenizerError(f"{name}: vocab ids must be distinct non-negative integers")
     return ranks, special_tokens
