@@ -26,16 +26,16 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 
-from recipe import rank_cache
+from recipe import ranks as rank_table
+from recipe.ranks import TokenizerError
 
 if TYPE_CHECKING:
     import tiktoken
@@ -74,10 +74,6 @@ V4_PAT_STR = "|".join(
 )
 
 
-class TokenizerError(ValueError):
-    """A ``tokenizer.json`` that cannot be turned into an exact tiktoken encoding."""
-
-
 class TokenIdError(KeyError):
     """A token id outside the vocabulary (a caller error, e.g. ids from another model).
 
@@ -97,57 +93,124 @@ class TokenIdError(KeyError):
         return str(self.args[0])
 
 
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2 byte-level alphabet: printable stand-in character -> byte value."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
+#: Unicode White_Space (what ``\\s`` matches in the pattern's regex engine), for :func:`_small_chunks`.
+_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Split before a space that follows a character outside White_Space: a boundary of every
+#: :data:`V4_PAT_STR` piece (no alternative lets a non-space character be followed by a space
+#: inside one piece: whitespace is only a piece's optional first character or the whole piece).
+_SMALL_SPLIT = re.compile(f"(?<![{_WHITE_SPACE}])(?= )")
+#: Work (dict lookups; a tiny encoding counts as 30k) the small-text path may spend per vocabulary
+#: and process before the full encoding is built instead.
+SMALL_TEXT_BUDGET = 1_000_000
+_SMALL_BUILD_COST = 30_000
 
 
-@functools.cache
-def _byte_table() -> dict[int, str]:
-    """``str.translate`` table: byte-level character -> the byte it stands for (as a latin-1 char);
-    code points below 256 that are not in the alphabet map to a character latin-1 cannot encode."""
-    table = {c: "\U0010ffff" for c in range(256)}
-    table.update({ord(c): chr(b) for c, b in _byte_decoder().items()})
-    return table
-
-
-def _is_byte_level(piece: Any) -> bool:
-    alphabet = _byte_decoder()
-    return isinstance(piece, str) and all(c in alphabet for c in piece)
-
-
-@dataclass(frozen=True, slots=True)
 class Tokenizer:
     """A byte-level BPE vocabulary with its added tokens, backed by a tiktoken ``Encoding``.
 
+    The full tiktoken encoding (≈ 0.2 s to build for 128k ranks) is built on first use of
+    :attr:`encoding` or of anything that needs it (decoding, special-token encoding). Until then,
+    :meth:`encode_ordinary` encodes short texts with a tiktoken encoding of only the ranks that
+    occur inside the text (exact: BPE looks up substrings of a pre-tokenized piece only, and the
+    pattern is the same), within :data:`SMALL_TEXT_BUDGET`; a short-lived process (``recipe
+    render``) never pays for the full build. :meth:`warm` builds it now (servers).
+
     Attributes:
-        encoding: the tiktoken encoding (ordinary ranks + every added token as a special token).
         special_tokens: added-token spelling -> id (e.g. ``"<｜User｜>" -> 128803``).
         fingerprint: hex SHA-256 of the ``tokenizer.json`` bytes; names the vocabulary in cache keys.
         n_vocab: number of ids (``max id + 1``).
+        name: a short name (the file's stem), used in messages.
     """
 
-    encoding: tiktoken.Encoding
-    special_tokens: Mapping[str, int]
-    fingerprint: str
-    n_vocab: int
-    _special_ids: frozenset[int] = field(repr=False)
-    _id_to_special: Mapping[int, str] = field(repr=False)
+    __slots__ = ("special_tokens", "fingerprint", "n_vocab", "name", "_special_ids", "_id_to_special", "_ranks",
+                 "_encoding", "_budget", "_max_len", "_lock")
+
+    def __init__(self, ranks: dict[bytes, int], special_tokens: Mapping[str, int], fingerprint: str, n_vocab: int,
+                 name: str = "tokenizer") -> None:
+        self.special_tokens = special_tokens
+        self.fingerprint = fingerprint
+        self.n_vocab = n_vocab
+        self.name = name
+        self._special_ids = frozenset(special_tokens.values())
+        self._id_to_special = {v: k for k, v in special_tokens.items()}
+        self._ranks = ranks
+        self._encoding: tiktoken.Encoding | None = None
+        self._budget = SMALL_TEXT_BUDGET
+        self._max_len = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({self.name!r}, n_vocab={self.n_vocab}, fingerprint={self.fingerprint[:12]!r}…)"
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        """The full tiktoken encoding (ordinary ranks + every added token as a special token),
+        built on first access."""
+        enc = self._encoding
+        return enc if enc is not None else self._build()
+
+    def _build(self) -> tiktoken.Encoding:
+        import tiktoken  # here: a process that only renders short prompts may never need it
+
+        with self._lock:
+            if self._encoding is None:
+                self._encoding = tiktoken.Encoding(
+                    name=f"recipe-{self.name}",
+                    pat_str=V4_PAT_STR,
+                    mergeable_ranks=self._ranks,
+                    special_tokens=dict(self.special_tokens),
+                    explicit_n_vocab=self.n_vocab,
+                )
+            return self._encoding
+
+    def warm(self) -> Tokenizer:
+        """Build the full encoding now (a server calls this at start-up); returns ``self``."""
+        self._build()
+        return self
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Token ids of ``text`` as plain text: special-token spellings become ordinary BPE pieces.
 
         Lone surrogates are replaced by U+FFFD (tiktoken's behaviour). Never raises on a ``str``.
         """
+        enc = self._encoding
+        if enc is None and self._budget > 0 and text:
+            ids = self._encode_small(text)
+            if ids is not None:
+                return ids
         return self.encoding.encode_ordinary(text)
+
+    def _encode_small(self, text: str) -> list[int] | None:
+        """``encode_ordinary`` with an encoding of the ranks found inside ``text``, or None when that
+        would cost more than the budget left."""
+        import tiktoken
+
+        if not text:
+            return []
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # what tiktoken does with lone surrogates, before we look at bytes
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        if not self._max_len:
+            self._max_len = max(map(len, self._ranks))
+        longest = self._max_len
+        chunks = [c.encode("utf-8") for c in _SMALL_SPLIT.split(text) if c]
+        cost = _SMALL_BUILD_COST + sum(len(c) * min(len(c), longest) for c in chunks)
+        if cost > self._budget:
+            return None
+        self._budget -= cost
+        ranks = self._ranks
+        found: dict[bytes, int] = {}
+        for chunk in chunks:
+            n = len(chunk)
+            for i in range(n):
+                for j in range(i + 1, min(n, i + longest) + 1):
+                    rank = ranks.get(chunk[i:j])
+                    if rank is not None:
+                        found[chunk[i:j]] = rank
+        small = tiktoken.Encoding(name=f"recipe-{self.name}-small", pat_str=V4_PAT_STR, mergeable_ranks=found,
+                                  special_tokens={})
+        return small.encode_ordinary(text)
 
     def encode_with_special_tokens(self, text: str) -> list[int]:
         """Token ids of ``text`` where every added-token spelling becomes its special id.
@@ -263,39 +326,8 @@ class IncrementalDecoder:
 # --------------------------------------------------------------------------------------------
 
 
-def _parse(data: bytes, name: str) -> tuple[dict[bytes, int], dict[str, int]]:
-    """``tokenizer.json`` bytes -> (mergeable ranks, added tokens); the slow step the disk cache skips."""
-    try:
-        spec = orjson.loads(data)
-        model = spec["model"]
-        vocab: dict[str, int] = model["vocab"]
-        added = spec.get("added_tokens") or []
-        if model.get("type") != "BPE":
-            raise TokenizerError(f"{name}: model type {model.get('type')!r} is not BPE")
-        special_tokens = {a["content"]: int(a["id"]) for a in added}
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
-        if isinstance(exc, TokenizerError):
-            raise
-        raise TokenizerError(f"{name}: not a HF tokenizer.json with a BPE model ({exc})") from exc
-    special_ids = set(special_tokens.values())
-    table = _byte_table()
-    ranks: dict[bytes, int] = {}
-    try:
-        for piece, tid in vocab.items():
-            if tid not in special_ids:
-                ranks[piece.translate(table).encode("latin-1")] = tid
-    except (UnicodeEncodeError, AttributeError, TypeError):
-        bad = next(p for p, t in vocab.items() if t not in special_ids and not _is_byte_level(p))
-        raise TokenizerError(f"{name}: vocab entry {bad!r} (id {vocab[bad]}) is not a byte-level string") from None
-    if any(type(t) is not int or t < 0 for t in ranks.values()) or len(set(ranks.values())) != len(ranks):
-        raise TokenizerError(f"{name}: vocab ids must be distinct non-negative integers")
-    return ranks, special_tokens
-
-
 def _assemble(ranks: dict[bytes, int], special_tokens: dict[str, int], fingerprint: str, name: str) -> Tokenizer:
     """A :class:`Tokenizer` from checked-for-shape ranks and added tokens (the exactness checks here)."""
-    import tiktoken  # here, not at import time: a process that never builds a vocabulary skips it
-
     special_ids = set(special_tokens.values())
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
@@ -303,21 +335,7 @@ def _assemble(ranks: dict[bytes, int], special_tokens: dict[str, int], fingerpri
     n_vocab = max(max(ranks.values()), max(special_ids, default=0)) + 1
     if len(ranks) + len(special_tokens) != n_vocab or len(special_ids) != len(special_tokens):
         raise TokenizerError(f"{name}: ids are not contiguous ({len(ranks)} ranks + {len(special_tokens)} added != {n_vocab})")
-    encoding = tiktoken.Encoding(
-        name=f"recipe-{name}",
-        pat_str=V4_PAT_STR,
-        mergeable_ranks=ranks,
-        special_tokens=special_tokens,
-        explicit_n_vocab=n_vocab,
-    )
-    return Tokenizer(
-        encoding=encoding,
-        special_tokens=special_tokens,
-        fingerprint=fingerprint,
-        n_vocab=n_vocab,
-        _special_ids=frozenset(special_ids),
-        _id_to_special={v: k for k, v in special_tokens.items()},
-    )
+    return Tokenizer(ranks, special_tokens, fingerprint, n_vocab, name)
 
 
 _LOCK = threading.RLock()
@@ -357,19 +375,19 @@ def tokenizer_from_bytes(data: bytes, name: str = "tokenizer", *, disk_cache: bo
         if tok is not None:
             _by_digest.move_to_end(digest)
             return tok
-        directory = rank_cache.cache_dir() if disk_cache else None
+        directory = rank_table.cache_dir() if disk_cache else None
         try:
-            cached = rank_cache.load(digest, directory)
-        except rank_cache.CacheCorrupt:
+            cached = rank_table.load(digest, directory)
+        except rank_table.CacheCorrupt:
             cached = None
         if cached is not None:
             try:
                 return _remember(_by_digest, digest, _assemble(*cached, digest, name))
             except TokenizerError:  # an intact file of a vocabulary that fails the checks: rebuild
                 pass
-        ranks, special_tokens = _parse(data, name)
+        ranks, special_tokens = rank_table.parse(data, name)
         tok = _assemble(ranks, special_tokens, digest, name)
-        rank_cache.store(digest, ranks, special_tokens, directory)
+        rank_table.store(digest, ranks, special_tokens, directory)
         return _remember(_by_digest, digest, tok)
 
 

@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("recipe.options", "recipe.encodings.*", "recipe.schema.*", "recipe.cache.*", "recipe.store.*"),
     ("recipe.conversation", "recipe.prompt", "recipe.tokenizer", "recipe.output",
      "recipe.output.events", "recipe.output.parsing"),                        # hub, segments, vocabulary, events
-    ("recipe.jsonfmt", "recipe.errors", "recipe.rank_cache"),                  # JSON rules, the error family, rank cache
+    ("recipe.jsonfmt", "recipe.errors", "recipe.ranks"),                       # JSON rules, the error family, merged ranks
 )
 
 

@@ -1,4 +1,4 @@
-"""The on-disk rank cache (recipe/rank_cache.py) and the loaders on top of it (recipe/tokenizer.py).
+"""The on-disk rank cache (recipe/ranks.py) and the loaders on top of it (recipe/tokenizer.py).
 
 What must hold: a vocabulary read from the cache equals the one built from ``tokenizer.json``; a
 corrupt, truncated or stale cache file is detected and rebuilt, never used; writers never expose a
@@ -24,15 +24,15 @@ from pathlib import Path
 
 import pytest
 
-from recipe import rank_cache, tokenizer as tokmod
-from recipe.rank_cache import CacheCorrupt
+from recipe import ranks as rank_cache, tokenizer as tokmod
+from recipe.ranks import CacheCorrupt
 from recipe.tokenizer import TokenizerError, default_tokenizer_path, load_tokenizer, tokenizer_from_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _byte_encoder() -> dict[int, str]:
-    return {b: c for c, b in tokmod._byte_decoder().items()}
+    return {b: c for c, b in rank_cache._byte_decoder().items()}
 
 
 def small_vocab(extra: int = 300, marker: str = "") -> bytes:
@@ -63,13 +63,13 @@ def cache(tmp_path, monkeypatch):
 def builds(monkeypatch):
     """Counts JSON builds (the slow path the cache skips)."""
     calls = []
-    real = tokmod._parse
+    real = rank_cache.parse
 
-    def counting(data, name):
+    def counting(data, name="tokenizer"):
         calls.append(name)
         return real(data, name)
 
-    monkeypatch.setattr(tokmod, "_parse", counting)
+    monkeypatch.setattr(rank_cache, "parse", counting)
     return calls
 
 
@@ -135,7 +135,7 @@ def _flip(data: bytes, at: int) -> bytes:
 ])
 def test_damaged_file_is_detected(damage):
     data = small_vocab()
-    ranks, specials = tokmod._parse(data, "t")
+    ranks, specials = rank_cache.parse(data, "t")
     digest = hashlib.sha256(data).hexdigest()
     good = rank_cache.encode(digest, ranks, specials)
     assert rank_cache.decode(good, digest) == (ranks, specials)
@@ -145,7 +145,7 @@ def test_damaged_file_is_detected(damage):
 
 def test_intact_file_of_another_vocabulary_is_stale():
     a, b = small_vocab(300), small_vocab(200)
-    ranks, specials = tokmod._parse(b, "b")
+    ranks, specials = rank_cache.parse(b, "b")
     other = rank_cache.encode(hashlib.sha256(b).hexdigest(), ranks, specials)
     with pytest.raises(CacheCorrupt, match="another tokenizer.json"):
         rank_cache.decode(other, hashlib.sha256(a).hexdigest())
@@ -171,7 +171,7 @@ def test_damaged_cache_file_is_rebuilt_and_replaced(cache, builds, how):
         path.write_bytes(good[:100])
     else:  # a complete file of another vocabulary under this name
         other = small_vocab(200)
-        path.write_bytes(rank_cache.encode(hashlib.sha256(other).hexdigest(), *tokmod._parse(other, "o")))
+        path.write_bytes(rank_cache.encode(hashlib.sha256(other).hexdigest(), *rank_cache.parse(other, "o")))
     tokmod._by_digest.clear()
     again = tokenizer_from_bytes(data, "small")
     assert builds.count("small") == 2  # the damaged file was not used: rebuilt from the JSON
@@ -194,7 +194,7 @@ def test_unwritable_cache_directory_still_works(tmp_path, monkeypatch, builds):
     monkeypatch.setattr(tokmod, "_by_digest", OrderedDict())
     data = small_vocab()
     tok = tokenizer_from_bytes(data, "small")
-    assert tok.encode_ordinary("ab cd") == tokmod._assemble(*tokmod._parse(data, "x"), "f", "x").encode_ordinary("ab cd")
+    assert tok.encode_ordinary("ab cd") == tokmod._assemble(*rank_cache.parse(data, "x"), "f", "x").encode_ordinary("ab cd")
     assert rank_cache.store("0" * 64, {b"a": 0}, {}, blocker / "cache") is None
     assert builds == ["small", "x"]
 
@@ -236,7 +236,7 @@ def test_disk_cache_false_skips_the_cache(cache, builds):
 _RACE = textwrap.dedent("""
     import hashlib, sys, time
     from pathlib import Path
-    from recipe import rank_cache
+    from recipe import ranks as rank_cache
     role, directory, digest, until = sys.argv[1], Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
     ranks = {i.to_bytes(4, "little") * (1 + i % 5): i for i in range(60000)}
     specials = {"<s>": 60000}
@@ -295,7 +295,7 @@ def test_two_processes_building_at_once_agree(tmp_path):
         procs = [subprocess.Popen([sys.executable, "-c", _BUILD, str(src)], stdout=subprocess.PIPE, text=True, env=env)
                  for _ in range(2)]
         runs += [p.communicate(timeout=60)[0].split() for p in procs]
-    tok = tokmod._assemble(*tokmod._parse(src.read_bytes(), "t"), "f", "t")
+    tok = tokmod._assemble(*rank_cache.parse(src.read_bytes(), "t"), "f", "t")
     want = hashlib.sha256(repr((sorted(tok.encoding._mergeable_ranks.items()), sorted(tok.special_tokens.items()))).encode()).hexdigest()
     assert {tuple(r) for r in runs} == {(hashlib.sha256(src.read_bytes()).hexdigest(), want)}
     files = list((tmp_path / "cache").iterdir())

@@ -1,6 +1,7 @@
-"""A vocabulary's merged BPE ranks cached on disk, keyed by the SHA-256 of its ``tokenizer.json``.
+"""A vocabulary's merged BPE ranks: read from a HF ``tokenizer.json`` (:func:`parse`) and cached on
+disk, keyed by the SHA-256 of that file (:func:`load`, :func:`store`).
 
-Turning a 6 MB ``tokenizer.json`` into tiktoken ranks takes about a second (JSON parse, byte-level
+Turning a 6 MB ``tokenizer.json`` into tiktoken ranks takes about 0.3–0.5 s (JSON parse, byte-level
 decoding of 128k pieces); reading the ranks back from this cache takes a few tens of ms. tiktoken
 caches its own encodings the same way (a file per source, named by a hash, in a user cache
 directory). This module knows bytes and ints only; :mod:`recipe.tokenizer` builds the vocabulary.
@@ -25,6 +26,7 @@ costs the rebuild (:func:`store` returns None).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -32,10 +34,83 @@ import sys
 from array import array
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-__all__ = ["FORMAT", "CacheCorrupt", "cache_dir", "cache_path", "encode", "decode", "load", "store"]
+__all__ = ["TokenizerError", "parse", "FORMAT", "CacheCorrupt", "cache_dir", "cache_path", "encode", "decode", "load",
+           "store"]
+
+class TokenizerError(ValueError):
+    """A ``tokenizer.json`` that cannot be turned into an exact tiktoken encoding."""
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level alphabet: printable stand-in character -> byte value."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+@functools.cache
+def _byte_table() -> dict[int, str]:
+    """``str.translate`` table: byte-level character -> the byte it stands for (as a latin-1 char);
+    code points below 256 that are not in the alphabet map to a character latin-1 cannot encode."""
+    table = {c: "\U0010ffff" for c in range(256)}
+    table.update({ord(c): chr(b) for c, b in _byte_decoder().items()})
+    return table
+
+
+def _is_byte_level(piece: Any) -> bool:
+    alphabet = _byte_decoder()
+    return isinstance(piece, str) and all(c in alphabet for c in piece)
+
+
+def parse(data: bytes, name: str = "tokenizer") -> tuple[dict[bytes, int], dict[str, int]]:
+    """``tokenizer.json`` bytes -> (merged ranks: token bytes -> id, added tokens: spelling -> id).
+
+    Every vocab entry that is not an added token is a byte-level BPE piece (GPT-2 alphabet) whose
+    id is its merge rank. About 0.3 s for DeepSeek-V4's 128k pieces: the step the cache skips.
+
+    Raises:
+        TokenizerError: not a HF ``tokenizer.json`` with a byte-level BPE model and distinct ids.
+    """
+    try:
+        spec = orjson.loads(data)
+        model = spec["model"]
+        vocab: dict[str, int] = model["vocab"]
+        added = spec.get("added_tokens") or []
+        if model.get("type") != "BPE":
+            raise TokenizerError(f"{name}: model type {model.get('type')!r} is not BPE")
+        special_tokens = {a["content"]: int(a["id"]) for a in added}
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        if isinstance(exc, TokenizerError):
+            raise
+        raise TokenizerError(f"{name}: not a HF tokenizer.json with a BPE model ({exc})") from exc
+    special_ids = set(special_tokens.values())
+    table = _byte_table()
+    ranks: dict[bytes, int] = {}
+    try:
+        for piece, tid in vocab.items():
+            if tid not in special_ids:
+                ranks[piece.translate(table).encode("latin-1")] = tid
+    except (UnicodeEncodeError, AttributeError, TypeError):
+        bad = next(p for p, t in vocab.items() if t not in special_ids and not _is_byte_level(p))
+        raise TokenizerError(f"{name}: vocab entry {bad!r} (id {vocab[bad]}) is not a byte-level string") from None
+    if any(type(t) is not int or t < 0 for t in ranks.values()) or len(set(ranks.values())) != len(ranks):
+        raise TokenizerError(f"{name}: vocab ids must be distinct non-negative integers")
+    return ranks, special_tokens
+
+
+# --------------------------------------------------------------------------------------------
+# The cache
+# --------------------------------------------------------------------------------------------
 
 #: File format version; part of the file name, so a new format never reads an old file.
 FORMAT = 1
