@@ -1,7 +1,5 @@
 """``python -m recipe``: the ``recipe`` command."""
 
-import sys
+from recipe.cli.main import entry
 
-from recipe.cli.main import main
-
-sys.exit(main())
+entry()
