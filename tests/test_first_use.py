@@ -307,3 +307,26 @@ def test_version_is_printed(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0 and capsys.readouterr().out == f"recipe {version('recipe')}\n"
+
+
+# --------------------------------------------------------------------------------------------
+# docs/streaming.md says what the code does
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("top", [None, 0, 3])
+def test_responses_stream_carries_log_probabilities_when_top_logprobs_is_set(top):
+    body = {"model": "deepseek-v4-pro", "input": "hi", "reasoning": {"effort": "none"}}
+    prep = prepare(body if top is None else {**body, "top_logprobs": top}, "responses")
+    ids = TOK.encode_ordinary("Hello there")
+    lps = [(-0.5, [(i, -0.5), (5, -2.0)]) for i in ids]
+    cs = CompletionStream(prep, seed=1)
+    out = cs.push(ids, lps) + cs.finish("stop")
+    deltas = [p["logprobs"] for p in out if p["type"] == "response.output_text.delta"]
+    final = out[-1]["response"]["output"][0]["content"][0]["logprobs"]
+    if top is None:
+        assert all(d == [] for d in deltas) and final == []
+    else:
+        entries = [e for d in deltas for e in d]
+        assert [e["token"] for e in entries] == ["Hello", " there"] and final == entries
+        assert entries[0]["top_logprobs"][1] == {"token": "#", "logprob": -2.0, "bytes": [35]}
