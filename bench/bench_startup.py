@@ -56,9 +56,9 @@ from recipe.tokenizer import _assemble, default_tokenizer_path
 data = default_tokenizer_path().read_bytes()
 digest = hashlib.sha256(data).hexdigest()
 marks.append(("read + hash tokenizer.json", cpu()))
-table, specials = ranks.load(digest, ranks.cache_dir())
-marks.append(("read the rank cache", cpu()))
-tok = _assemble(table, specials, digest, "tokenizer")
+table = ranks.load(digest, ranks.cache_dir())
+marks.append(("read + verify the rank cache", cpu()))
+tok = _assemble(table, table.special_tokens, digest, "tokenizer")
 marks.append(("check the vocabulary", cpu()))
 import recipe.pipeline, recipe.api.chat
 marks.append(("import the request path (pydantic)", cpu()))

@@ -14,8 +14,9 @@ else ``$XDG_CACHE_HOME/recipe``, else ``~/.cache/recipe``. One file per vocabula
 
     b"RCPRANK1" | sha256(body) (32 bytes) | body
     body   = u32 header length | header (JSON) | one section per token length
-    header = {"source_sha256": hex, "special_tokens": {spelling: id}, "groups": [[length, count], ...]}
-    section (length L, count n) = n u32 ids | n * L token bytes (the i-th token has the i-th id)
+    header = {"source_sha256": hex, "n_vocab": int, "special_tokens": {spelling: id},
+              "groups": [[length, count], ...]}
+    section (length L, count n) = n u32 ids | n * L token bytes, sorted (the i-th token has the i-th id)
 
 **Never a wrong vocabulary**: a file whose magic, checksum, header, sizes or source digest do not
 match is :class:`CacheCorrupt` and is rebuilt by the caller; a cache file is written to a temporary
@@ -38,8 +39,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["TokenizerError", "parse", "FORMAT", "CacheCorrupt", "cache_dir", "cache_path", "encode", "decode", "load",
-           "store"]
+__all__ = ["TokenizerError", "parse", "FORMAT", "CacheCorrupt", "RankTable", "cache_dir", "cache_path", "encode",
+           "decode", "load", "store"]
 
 class TokenizerError(ValueError):
     """A ``tokenizer.json`` that cannot be turned into an exact tiktoken encoding."""
@@ -160,26 +161,91 @@ def _from_u32(data: bytes) -> list[int]:
 
 
 def encode(source_sha256: str, ranks: Mapping[bytes, int], special_tokens: Mapping[str, int]) -> bytes:
-    """The cache file's bytes for ``ranks`` (token bytes -> id) and ``special_tokens``."""
-    groups: dict[int, list[tuple[bytes, int]]] = {}
-    for token, rank in ranks.items():
-        groups.setdefault(len(token), []).append((token, rank))
+    """The cache file's bytes for ``ranks`` (token bytes -> id) and ``special_tokens`` (checked
+    by the caller: distinct ids, ``n_vocab`` = largest id + 1)."""
+    groups: dict[int, list[bytes]] = {}
+    for token in ranks:
+        groups.setdefault(len(token), []).append(token)
     lengths = sorted(groups)
+    n_vocab = max(max(ranks.values(), default=-1), max(special_tokens.values(), default=-1)) + 1
     header = orjson.dumps({
         "source_sha256": source_sha256,
+        "n_vocab": n_vocab,
         "special_tokens": dict(special_tokens),
         "groups": [[n, len(groups[n])] for n in lengths],
     })
     parts = [len(header).to_bytes(4, "little"), header]
     for n in lengths:
-        parts.append(_u32([rank for _, rank in groups[n]]))
-        parts.append(b"".join(token for token, _ in groups[n]))
+        tokens = sorted(groups[n])  # sorted: looked up in place by binary search (RankTable.get)
+        parts.append(_u32([ranks[t] for t in tokens]))
+        parts.append(b"".join(tokens))
     body = b"".join(parts)
     return _MAGIC + hashlib.sha256(body).digest() + body
 
 
-def decode(data: bytes, source_sha256: str) -> tuple[dict[bytes, int], dict[str, int]]:
-    """``(ranks, special_tokens)`` from a cache file's bytes.
+class RankTable:
+    """The merged ranks of a verified cache file, read in place.
+
+    :meth:`get` looks one token up by binary search in its length's sorted section (a few µs, no
+    dict built: a short-lived process that encodes a few short texts needs a few dozen lookups);
+    :meth:`to_dict` builds the whole ``bytes -> id`` dict (≈ 40 ms for 128k ranks) for tiktoken.
+
+    Attributes:
+        special_tokens: added-token spelling -> id.
+        n_vocab: number of ids (largest id + 1), as recorded when the file was written.
+        n_ranks: number of ranks.
+        max_len: length of the longest token, in bytes.
+    """
+
+    __slots__ = ("_data", "_sections", "special_tokens", "n_vocab", "n_ranks", "max_len")
+
+    def __init__(self, data: bytes, sections: dict[int, tuple[int, int]], special_tokens: dict[str, int],
+                 n_vocab: int) -> None:
+        self._data = data
+        self._sections = sections  # token length -> (offset of its ids, count); tokens follow the ids
+        self.special_tokens = special_tokens
+        self.n_vocab = n_vocab
+        self.n_ranks = sum(count for _, count in sections.values())
+        self.max_len = max(sections, default=0)
+
+    def count(self, length: int) -> int:
+        """Number of tokens of ``length`` bytes."""
+        return self._sections.get(length, (0, 0))[1]
+
+    def get(self, token: bytes) -> int | None:
+        """The id of ``token``, or None if it is not a rank."""
+        n = len(token)
+        section = self._sections.get(n)
+        if section is None:
+            return None
+        ids, count = section
+        data, base = self._data, ids + 4 * count
+        lo, hi = 0, count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = base + mid * n
+            probe = data[at:at + n]
+            if probe < token:
+                lo = mid + 1
+            elif probe > token:
+                hi = mid
+            else:
+                return int.from_bytes(data[ids + 4 * mid:ids + 4 * mid + 4], "little")
+        return None
+
+    def to_dict(self) -> dict[bytes, int]:
+        """Every rank as a ``bytes -> id`` dict (tiktoken's ``mergeable_ranks``)."""
+        data = self._data
+        ranks: dict[bytes, int] = {}
+        for length, (ids, count) in self._sections.items():
+            base = ids + 4 * count
+            # one C-level split of the section into its fixed-length tokens
+            ranks.update(zip(struct.unpack_from(f"{length}s" * count, data, base), _from_u32(data[ids:base])))
+        return ranks
+
+
+def decode(data: bytes, source_sha256: str) -> RankTable:
+    """The :class:`RankTable` of a cache file's bytes (verified whole, read lazily).
 
     Raises:
         CacheCorrupt: wrong magic, checksum mismatch (corrupt or truncated), a malformed header,
@@ -193,35 +259,33 @@ def decode(data: bytes, source_sha256: str) -> tuple[dict[bytes, int], dict[str,
     size = int.from_bytes(body[:4], "little")
     try:
         header = orjson.loads(body[4:4 + size])
-        source, special_tokens, groups = header["source_sha256"], header["special_tokens"], header["groups"]
+        source, n_vocab = header["source_sha256"], header["n_vocab"]
+        special_tokens, groups = header["special_tokens"], header["groups"]
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise CacheCorrupt(f"malformed header ({exc})") from None
     if source != source_sha256:
         raise CacheCorrupt(f"cache of another tokenizer.json ({source!r})")
-    if not isinstance(special_tokens, dict) or not isinstance(groups, list):
+    if not isinstance(special_tokens, dict) or not isinstance(groups, list) or type(n_vocab) is not int:
         raise CacheCorrupt("malformed header")
     pos = _HEAD + 4 + size
-    ranks: dict[bytes, int] = {}
+    sections: dict[int, tuple[int, int]] = {}
     for group in groups:
         if not (isinstance(group, list) and len(group) == 2 and all(type(x) is int and x >= 0 for x in group)):
             raise CacheCorrupt("malformed header")
         length, count = group
-        ids_end = pos + 4 * count
-        end = ids_end + length * count
-        if length < 1 or end > len(data):
+        end = pos + (4 + length) * count
+        if length < 1 or length in sections or end > len(data):
             raise CacheCorrupt("section sizes exceed the file")
-        # one C-level split of the section into its fixed-length tokens
-        tokens = struct.unpack_from(f"{length}s" * count, data, ids_end)
-        ranks.update(zip(tokens, _from_u32(data[pos:ids_end])))
+        sections[length] = (pos, count)
         pos = end
-    if pos != len(data) or len(ranks) != sum(count for _, count in groups):
+    if pos != len(data):
         raise CacheCorrupt("section sizes do not add up")
-    return ranks, special_tokens
+    return RankTable(bytes(data), sections, special_tokens, n_vocab)
 
 
-def load(source_sha256: str, directory: Path | None) -> tuple[dict[bytes, int], dict[str, int]] | None:
-    """The cached ``(ranks, special_tokens)`` of the ``tokenizer.json`` with digest ``source_sha256``,
-    or None when there is no cache (disabled, no file, unreadable).
+def load(source_sha256: str, directory: Path | None) -> RankTable | None:
+    """The cached :class:`RankTable` of the ``tokenizer.json`` with digest ``source_sha256``, or
+    None when there is no cache (disabled, no file, unreadable).
 
     Raises:
         CacheCorrupt: the file exists but is not an intact cache of that vocabulary.

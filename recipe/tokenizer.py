@@ -103,6 +103,7 @@ _SMALL_SPLIT = re.compile(f"(?<![{_WHITE_SPACE}])(?= )")
 #: and process before the full encoding is built instead.
 SMALL_TEXT_BUDGET = 1_000_000
 _SMALL_BUILD_COST = 30_000
+_TABLE_LOOKUPS = 5_000  # lookups in place in a rank table (each a binary search) before a dict pays
 
 
 class Tokenizer:
@@ -123,21 +124,33 @@ class Tokenizer:
     """
 
     __slots__ = ("special_tokens", "fingerprint", "n_vocab", "name", "_special_ids", "_id_to_special", "_ranks",
-                 "_encoding", "_budget", "_max_len", "_lock")
+                 "_table", "_encoding", "_budget", "_max_len", "_lock")
 
-    def __init__(self, ranks: dict[bytes, int], special_tokens: Mapping[str, int], fingerprint: str, n_vocab: int,
-                 name: str = "tokenizer") -> None:
+    def __init__(self, ranks: dict[bytes, int] | rank_table.RankTable, special_tokens: Mapping[str, int],
+                 fingerprint: str, n_vocab: int, name: str = "tokenizer") -> None:
         self.special_tokens = special_tokens
         self.fingerprint = fingerprint
         self.n_vocab = n_vocab
         self.name = name
         self._special_ids = frozenset(special_tokens.values())
         self._id_to_special = {v: k for k, v in special_tokens.items()}
-        self._ranks = ranks
+        # the merged ranks: a dict, or a rank table read in place until a dict is needed
+        self._ranks = ranks if isinstance(ranks, dict) else None
+        self._table = None if isinstance(ranks, dict) else ranks
         self._encoding: tiktoken.Encoding | None = None
         self._budget = SMALL_TEXT_BUDGET
-        self._max_len = 0
-        self._lock = threading.Lock()
+        self._max_len = ranks.max_len if self._table is not None else 0
+        self._lock = threading.RLock()
+
+    def _rank_dict(self) -> dict[bytes, int]:
+        ranks = self._ranks
+        if ranks is None:
+            with self._lock:
+                if self._ranks is None:
+                    self._ranks = self._table.to_dict()
+                    self._table = None
+                ranks = self._ranks
+        return ranks
 
     def __repr__(self) -> str:
         return f"Tokenizer({self.name!r}, n_vocab={self.n_vocab}, fingerprint={self.fingerprint[:12]!r}…)"
@@ -157,7 +170,7 @@ class Tokenizer:
                 self._encoding = tiktoken.Encoding(
                     name=f"recipe-{self.name}",
                     pat_str=V4_PAT_STR,
-                    mergeable_ranks=self._ranks,
+                    mergeable_ranks=self._rank_dict(),
                     special_tokens=dict(self.special_tokens),
                     explicit_n_vocab=self.n_vocab,
                 )
@@ -192,20 +205,23 @@ class Tokenizer:
         except UnicodeEncodeError:  # what tiktoken does with lone surrogates, before we look at bytes
             text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
         if not self._max_len:
-            self._max_len = max(map(len, self._ranks))
+            self._max_len = max(map(len, self._rank_dict()))
         longest = self._max_len
         chunks = [c.encode("utf-8") for c in _SMALL_SPLIT.split(text) if c]
-        cost = _SMALL_BUILD_COST + sum(len(c) * min(len(c), longest) for c in chunks)
+        lookups = sum(len(c) * min(len(c), longest) for c in chunks)
+        cost = _SMALL_BUILD_COST + lookups
         if cost > self._budget:
             return None
         self._budget -= cost
-        ranks = self._ranks
+        # a few lookups: in place in the rank table; more: build the dict first (≈ 40 ms)
+        table = self._table
+        get = table.get if table is not None and lookups <= _TABLE_LOOKUPS else self._rank_dict().get
         found: dict[bytes, int] = {}
         for chunk in chunks:
             n = len(chunk)
             for i in range(n):
                 for j in range(i + 1, min(n, i + longest) + 1):
-                    rank = ranks.get(chunk[i:j])
+                    rank = get(chunk[i:j])
                     if rank is not None:
                         found[chunk[i:j]] = rank
         small = tiktoken.Encoding(name=f"recipe-{self.name}-small", pat_str=V4_PAT_STR, mergeable_ranks=found,
@@ -326,15 +342,21 @@ class IncrementalDecoder:
 # --------------------------------------------------------------------------------------------
 
 
-def _assemble(ranks: dict[bytes, int], special_tokens: dict[str, int], fingerprint: str, name: str) -> Tokenizer:
-    """A :class:`Tokenizer` from checked-for-shape ranks and added tokens (the exactness checks here)."""
+def _assemble(ranks: dict[bytes, int] | rank_table.RankTable, special_tokens: dict[str, int], fingerprint: str,
+              name: str) -> Tokenizer:
+    """A :class:`Tokenizer` from ranks (a dict just parsed, or a verified cache file's table) and
+    added tokens, after the exactness checks: every single byte is a token, ids are contiguous."""
     special_ids = set(special_tokens.values())
-    missing = [b for b in range(256) if bytes([b]) not in ranks]
-    if missing:
-        raise TokenizerError(f"{name}: byte-level vocabulary lacks single-byte tokens for {len(missing)} byte values (e.g. {missing[0]})")
-    n_vocab = max(max(ranks.values()), max(special_ids, default=0)) + 1
-    if len(ranks) + len(special_tokens) != n_vocab or len(special_ids) != len(special_tokens):
-        raise TokenizerError(f"{name}: ids are not contiguous ({len(ranks)} ranks + {len(special_tokens)} added != {n_vocab})")
+    if isinstance(ranks, dict):
+        singles = sum(1 for b in range(256) if bytes([b]) in ranks)
+        n_ranks = len(ranks)
+        n_vocab = max(max(ranks.values()), max(special_ids, default=0)) + 1
+    else:  # written from a checked dict; the file's checksum vouches for it
+        singles, n_ranks, n_vocab = ranks.count(1), ranks.n_ranks, ranks.n_vocab
+    if singles != 256:
+        raise TokenizerError(f"{name}: byte-level vocabulary lacks single-byte tokens for {256 - singles} byte values")
+    if n_ranks + len(special_tokens) != n_vocab or len(special_ids) != len(special_tokens) or max(special_ids, default=0) >= n_vocab:
+        raise TokenizerError(f"{name}: ids are not contiguous ({n_ranks} ranks + {len(special_tokens)} added != {n_vocab})")
     return Tokenizer(ranks, special_tokens, fingerprint, n_vocab, name)
 
 
@@ -382,7 +404,7 @@ def tokenizer_from_bytes(data: bytes, name: str = "tokenizer", *, disk_cache: bo
             cached = None
         if cached is not None:
             try:
-                return _remember(_by_digest, digest, _assemble(*cached, digest, name))
+                return _remember(_by_digest, digest, _assemble(cached, cached.special_tokens, digest, name))
             except TokenizerError:  # an intact file of a vocabulary that fails the checks: rebuild
                 pass
         ranks, special_tokens = rank_table.parse(data, name)

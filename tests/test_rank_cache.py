@@ -138,7 +138,8 @@ def test_damaged_file_is_detected(damage):
     ranks, specials = rank_cache.parse(data, "t")
     digest = hashlib.sha256(data).hexdigest()
     good = rank_cache.encode(digest, ranks, specials)
-    assert rank_cache.decode(good, digest) == (ranks, specials)
+    table = rank_cache.decode(good, digest)
+    assert (table.to_dict(), table.special_tokens) == (ranks, specials)
     with pytest.raises(CacheCorrupt):
         rank_cache.decode(damage(good), digest)
 
@@ -149,6 +150,17 @@ def test_intact_file_of_another_vocabulary_is_stale():
     other = rank_cache.encode(hashlib.sha256(b).hexdigest(), ranks, specials)
     with pytest.raises(CacheCorrupt, match="another tokenizer.json"):
         rank_cache.decode(other, hashlib.sha256(a).hexdigest())
+
+
+def test_rank_table_lookups_in_place_equal_the_dict():
+    data = small_vocab(600)
+    ranks, specials = rank_cache.parse(data, "t")
+    table = rank_cache.decode(rank_cache.encode("d" * 64, ranks, specials), "d" * 64)
+    assert all(table.get(token) == rank for token, rank in ranks.items())
+    misses = [b"", b"zz\x00", b"\xff\xfe", b"a" * 3, b"q" * 300] + [bytes([a, b]) for a in (0, 200) for b in (1, 250)]
+    assert all(table.get(m) is None for m in misses if m not in ranks)
+    assert (table.n_ranks, table.max_len, table.count(1), table.count(7)) == (len(ranks), 2, 256, 0)
+    assert table.n_vocab == 256 + 600 + 3
 
 
 def test_checksummed_file_with_a_lying_header_is_rejected():
@@ -252,7 +264,7 @@ _RACE = textwrap.dedent("""
                 continue
             if got is None:
                 counts["missing"] += 1
-            elif got == (ranks, specials):
+            elif (got.to_dict(), got.special_tokens) == (ranks, specials):
                 counts["ok"] += 1
             else:
                 counts["wrong"] += 1
@@ -300,7 +312,8 @@ def test_two_processes_building_at_once_agree(tmp_path):
     assert {tuple(r) for r in runs} == {(hashlib.sha256(src.read_bytes()).hexdigest(), want)}
     files = list((tmp_path / "cache").iterdir())
     assert len(files) == 1
-    rank_cache.decode(files[0].read_bytes(), hashlib.sha256(src.read_bytes()).hexdigest())  # intact
+    table = rank_cache.decode(files[0].read_bytes(), hashlib.sha256(src.read_bytes()).hexdigest())  # intact
+    assert table.to_dict() == tok.encoding._mergeable_ranks
 
 
 # --------------------------------------------------------------------------------------------

@@ -67,6 +67,21 @@ def test_corpus_matches_the_full_encoding():
         assert small(text) == FULL.encode_ordinary(text)
 
 
+def test_in_place_rank_table_lookups_match(tmp_path):
+    """A tokenizer read from the cache file looks short texts up in the file's table (no dict)."""
+    from recipe import ranks
+
+    table = ranks.decode(ranks.encode("f" * 64, FULL._ranks, FULL.special_tokens), "f" * 64)
+    for text in ["Hello!", "中文 English", "x.\n y  z", "👨\u200d👩\u200d👧", CORPUS[0][:300]]:
+        tok = Tokenizer(table, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
+        assert tok.encode_ordinary(text) == FULL.encode_ordinary(text)
+        assert tok._encoding is None and tok._ranks is None  # a few lookups: no dict built
+    longer = "word " * 3000  # more lookups than pay in place: the dict is built, still no full encoding
+    assert tok.encode_ordinary(longer) == FULL.encode_ordinary(longer)
+    assert tok._encoding is None and tok._ranks is not None
+    assert tok.decode(FULL.encode_ordinary("abc")) == "abc" and tok._encoding is not None
+
+
 def test_budget_then_the_full_encoding():
     tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
     assert tok.encode_ordinary("Hello there") == FULL.encode_ordinary("Hello there") and tok._encoding is None
