@@ -155,7 +155,9 @@ def encode_prompt(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | No
     """
     ids: list[int] = []
     specials = tokenizer.special_tokens
-    for is_special, text in prompt.chunks():
+    chunks = prompt.chunks()
+    tokenizer.prefetch(text for is_special, text in chunks if not is_special)  # one small encoding for all
+    for is_special, text in chunks:
         if is_special:
             special = specials.get(text)
             if special is None:

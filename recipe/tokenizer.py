@@ -101,7 +101,7 @@ _WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u20
 _SMALL_SPLIT = re.compile(f"(?<![{_WHITE_SPACE}])(?= )")
 #: Work (dict lookups; a tiny encoding counts as 30k) the small-text path may spend per vocabulary
 #: and process before the full encoding is built instead.
-SMALL_TEXT_BUDGET = 1_000_000
+SMALL_TEXT_BUDGET = 300_000
 _SMALL_BUILD_COST = 30_000
 _TABLE_LOOKUPS = 5_000  # lookups in place in a rank table (each a binary search) before a dict pays
 
@@ -124,7 +124,7 @@ class Tokenizer:
     """
 
     __slots__ = ("special_tokens", "fingerprint", "n_vocab", "name", "_special_ids", "_id_to_special", "_ranks",
-                 "_table", "_encoding", "_budget", "_max_len", "_lock")
+                 "_table", "_encoding", "_budget", "_max_len", "_covered", "_lock")
 
     def __init__(self, ranks: dict[bytes, int] | rank_table.RankTable, special_tokens: Mapping[str, int],
                  fingerprint: str, n_vocab: int, name: str = "tokenizer") -> None:
@@ -140,6 +140,7 @@ class Tokenizer:
         self._encoding: tiktoken.Encoding | None = None
         self._budget = SMALL_TEXT_BUDGET
         self._max_len = ranks.max_len if self._table is not None else 0
+        self._covered: tuple[tiktoken.Encoding, frozenset[str]] | None = None  # the last prefetch
         self._lock = threading.RLock()
 
     def _rank_dict(self) -> dict[bytes, int]:
@@ -187,28 +188,45 @@ class Tokenizer:
         Lone surrogates are replaced by U+FFFD (tiktoken's behaviour). Never raises on a ``str``.
         """
         enc = self._encoding
-        if enc is None and self._budget > 0 and text:
-            ids = self._encode_small(text)
-            if ids is not None:
-                return ids
+        if enc is None and text:
+            covered = self._covered
+            if covered is not None and text in covered[1]:
+                return covered[0].encode_ordinary(text)
+            if self._budget > 0:
+                small = self._small_encoding((text,))
+                if small is not None:
+                    return small.encode_ordinary(text)
         return self.encoding.encode_ordinary(text)
 
-    def _encode_small(self, text: str) -> list[int] | None:
-        """``encode_ordinary`` with an encoding of the ranks found inside ``text``, or None when that
-        would cost more than the budget left."""
+    def prefetch(self, texts: Iterable[str]) -> None:
+        """A hint: ``texts`` (a prompt's text chunks) are about to be encoded. Before the full encoding
+        exists, one small encoding is built for all of them at once instead of one per text; no
+        effect once the full encoding is built (or past the small-text budget)."""
+        if self._encoding is not None or self._budget <= 0:
+            return
+        texts = frozenset(t for t in texts if t)
+        if texts:
+            small = self._small_encoding(texts)
+            if small is not None:
+                self._covered = (small, texts)
+
+    def _small_encoding(self, texts: Iterable[str]) -> tiktoken.Encoding | None:
+        """A tiktoken encoding of the ranks found inside ``texts`` — exact for each of them — or None
+        when that would cost more than the budget left."""
         import tiktoken
 
-        if not text:
-            return []
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # what tiktoken does with lone surrogates, before we look at bytes
-            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        pieces: list[bytes] = []
+        for text in texts:
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:  # tiktoken replaces lone surrogates before encoding: look at that text
+                data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+                text = data.decode("utf-8")
+            pieces += [c.encode("utf-8") for c in _SMALL_SPLIT.split(text) if c]
         if not self._max_len:
             self._max_len = max(map(len, self._rank_dict()))
         longest = self._max_len
-        chunks = [c.encode("utf-8") for c in _SMALL_SPLIT.split(text) if c]
-        lookups = sum(len(c) * min(len(c), longest) for c in chunks)
+        lookups = sum(len(c) * min(len(c), longest) for c in pieces)
         cost = _SMALL_BUILD_COST + lookups
         if cost > self._budget:
             return None
@@ -217,16 +235,22 @@ class Tokenizer:
         table = self._table
         get = table.get if table is not None and lookups <= _TABLE_LOOKUPS else self._rank_dict().get
         found: dict[bytes, int] = {}
-        for chunk in chunks:
+        for chunk in set(pieces):
             n = len(chunk)
             for i in range(n):
                 for j in range(i + 1, min(n, i + longest) + 1):
                     rank = get(chunk[i:j])
                     if rank is not None:
                         found[chunk[i:j]] = rank
-        small = tiktoken.Encoding(name=f"recipe-{self.name}-small", pat_str=V4_PAT_STR, mergeable_ranks=found,
-                                  special_tokens={})
-        return small.encode_ordinary(text)
+        return tiktoken.Encoding(name=f"recipe-{self.name}-small", pat_str=V4_PAT_STR, mergeable_ranks=found,
+                                 special_tokens={})
+
+    def _encode_small(self, text: str) -> list[int] | None:
+        """``encode_ordinary`` on the small-text path only (None: over the budget). For tests."""
+        if not text:
+            return []
+        small = self._small_encoding((text,))
+        return None if small is None else small.encode_ordinary(text)
 
     def encode_with_special_tokens(self, text: str) -> list[int]:
         """Token ids of ``text`` where every added-token spelling becomes its special id.

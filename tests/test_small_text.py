@@ -112,6 +112,32 @@ def test_prepare_of_a_short_request_never_builds_the_full_encoding(monkeypatch):
         tokmod.default_tokenizer.cache_clear()
 
 
+@pytest.mark.parametrize("example", ["hello", "weather"])
+def test_a_prompt_is_prefetched_as_one_small_encoding(example, monkeypatch):
+    from recipe.cli.common import read_input
+
+    tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
+    builds = []
+    real = Tokenizer._small_encoding
+
+    def counting(self, texts):
+        builds.append(self)
+        return real(self, texts)
+
+    monkeypatch.setattr(Tokenizer, "_small_encoding", counting)
+    body = read_input(None, example)
+    assert prepare(body, tokenizer=tok, cache=None).token_ids == prepare(body, tokenizer=FULL, cache=None).token_ids
+    assert tok._encoding is None and len(builds) == 1  # one small encoding for all the prompt's texts
+
+
+def test_prefetched_texts_with_surrogates_and_repeats():
+    tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
+    texts = ["a\ud800b c", "x \u3000 y", "a\ud800b c", "日本語 text"]
+    tok.prefetch(texts)
+    assert [tok.encode_ordinary(t) for t in texts] == [FULL.encode_ordinary(t) for t in texts]
+    assert tok.encode_ordinary("not prefetched!") == FULL.encode_ordinary("not prefetched!") and tok._encoding is None
+
+
 def test_warm_builds_once():
     tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
     enc = tok.warm().encoding
