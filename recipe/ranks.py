@@ -30,16 +30,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import struct
 import sys
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["TokenizerError", "parse", "FORMAT", "CacheCorrupt", "RankTable", "cache_dir", "cache_path", "encode",
+__all__ = ["TokenizerError", "parse", "piece_chunks", "lookups", "ranks_inside", "FORMAT", "CacheCorrupt", "RankTable", "cache_dir", "cache_path", "encode",
            "decode", "load", "store"]
 
 class TokenizerError(ValueError):
@@ -107,6 +108,55 @@ def parse(data: bytes, name: str = "tokenizer") -> tuple[dict[bytes, int], dict[
     if any(type(t) is not int or t < 0 for t in ranks.values()) or len(set(ranks.values())) != len(ranks):
         raise TokenizerError(f"{name}: vocab ids must be distinct non-negative integers")
     return ranks, special_tokens
+
+
+# --------------------------------------------------------------------------------------------
+# The ranks a text can use (the tokenizer's small-text path)
+# --------------------------------------------------------------------------------------------
+
+#: Unicode White_Space: what ``\\s`` matches in tiktoken's regex engine.
+_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Before a space that follows a character outside White_Space: a boundary of every piece of
+#: DeepSeek's pre-tokenizer pattern (``recipe.tokenizer.V4_PAT_STR``), where whitespace is only a
+#: piece's optional first character or the whole piece. A vocabulary with another pattern must show
+#: the same property before it uses :func:`piece_chunks`.
+_CHUNK_SPLIT = re.compile(f"(?<![{_WHITE_SPACE}])(?= )")
+
+
+def piece_chunks(texts: Iterable[str]) -> set[bytes]:
+    """UTF-8 chunks of ``texts`` that each hold whole pre-tokenizer pieces (split before a space that
+    follows a non-space character). Lone surrogates are first replaced as tiktoken replaces them."""
+    out: set[bytes] = set()
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        out.update(c.encode("utf-8") for c in _CHUNK_SPLIT.split(text) if c)
+    return out
+
+
+def lookups(chunks: Iterable[bytes], longest: int) -> int:
+    """How many substrings :func:`ranks_inside` looks up for ``chunks`` (tokens up to ``longest`` bytes)."""
+    return sum(len(c) * min(len(c), longest) for c in chunks)
+
+
+def ranks_inside(chunks: Iterable[bytes], longest: int, get: Callable[[bytes], int | None]) -> dict[bytes, int]:
+    """Every rank (``get(token)``: its id or None) that is a substring of a chunk.
+
+    Byte-level BPE looks up only substrings of one pre-tokenized piece (the whole piece, then merges
+    of adjacent parts), so an encoding with these ranks and the same pattern gives the full
+    vocabulary's ids for any text whose chunks were given.
+    """
+    found: dict[bytes, int] = {}
+    for chunk in chunks:
+        n = len(chunk)
+        for i in range(n):
+            for j in range(i + 1, min(n, i + longest) + 1):
+                rank = get(chunk[i:j])
+                if rank is not None:
+                    found[chunk[i:j]] = rank
+    return found
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,9 +14,11 @@ The default vocabulary is the ``tokenizer.json`` shipped by the ``deepseek-token
 
 Loading (:func:`load_tokenizer`, :func:`default_tokenizer`, :func:`tokenizer_from_bytes` — the one
 generic path for any ``tokenizer.json`` bytes): a vocabulary is built once per process per content
-digest; its merged ranks are cached on disk by that digest (:mod:`recipe.rank_cache`), so a new
-process reads them back in tens of ms instead of parsing the JSON for a second. The default costs
-no file-system access after the first call; an explicit path costs one ``stat`` per call.
+digest; its merged ranks are cached on disk by that digest (:mod:`recipe.ranks`), so a new
+process reads them back in milliseconds instead of parsing the JSON. The default costs no
+file-system access after the first call; an explicit path costs one ``stat`` per call. The full
+tiktoken encoding is built on first need; until then short texts are encoded exactly from the
+ranks found inside them (:class:`Tokenizer`), so a short-lived process never builds it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import functools
 import hashlib
 import importlib.util
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -93,12 +94,6 @@ class TokenIdError(KeyError):
         return str(self.args[0])
 
 
-#: Unicode White_Space (what ``\\s`` matches in the pattern's regex engine), for :func:`_small_chunks`.
-_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-#: Split before a space that follows a character outside White_Space: a boundary of every
-#: :data:`V4_PAT_STR` piece (no alternative lets a non-space character be followed by a space
-#: inside one piece: whitespace is only a piece's optional first character or the whole piece).
-_SMALL_SPLIT = re.compile(f"(?<![{_WHITE_SPACE}])(?= )")
 #: Work (dict lookups; a tiny encoding counts as 30k) the small-text path may spend per vocabulary
 #: and process before the full encoding is built instead.
 SMALL_TEXT_BUDGET = 300_000
@@ -215,18 +210,10 @@ class Tokenizer:
         when that would cost more than the budget left."""
         import tiktoken
 
-        pieces: list[bytes] = []
-        for text in texts:
-            try:
-                data = text.encode("utf-8")
-            except UnicodeEncodeError:  # tiktoken replaces lone surrogates before encoding: look at that text
-                data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
-                text = data.decode("utf-8")
-            pieces += [c.encode("utf-8") for c in _SMALL_SPLIT.split(text) if c]
+        chunks = rank_table.piece_chunks(texts)
         if not self._max_len:
             self._max_len = max(map(len, self._rank_dict()))
-        longest = self._max_len
-        lookups = sum(len(c) * min(len(c), longest) for c in pieces)
+        lookups = rank_table.lookups(chunks, self._max_len)
         cost = _SMALL_BUILD_COST + lookups
         if cost > self._budget:
             return None
@@ -234,14 +221,7 @@ class Tokenizer:
         # a few lookups: in place in the rank table; more: build the dict first (≈ 40 ms)
         table = self._table
         get = table.get if table is not None and lookups <= _TABLE_LOOKUPS else self._rank_dict().get
-        found: dict[bytes, int] = {}
-        for chunk in set(pieces):
-            n = len(chunk)
-            for i in range(n):
-                for j in range(i + 1, min(n, i + longest) + 1):
-                    rank = get(chunk[i:j])
-                    if rank is not None:
-                        found[chunk[i:j]] = rank
+        found = rank_table.ranks_inside(chunks, self._max_len, get)
         return tiktoken.Encoding(name=f"recipe-{self.name}-small", pat_str=V4_PAT_STR, mergeable_ranks=found,
                                  special_tokens={})
 
@@ -404,7 +384,7 @@ def tokenizer_from_bytes(data: bytes, name: str = "tokenizer", *, disk_cache: bo
 
     Built once per process per content (SHA-256 of ``data``; the same object is returned for equal
     bytes). The merged ranks come from the on-disk rank cache when it holds an intact copy for this
-    digest (:mod:`recipe.rank_cache`; ``disk_cache=False`` or ``RECIPE_CACHE_DIR=""`` skip it),
+    digest (:mod:`recipe.ranks`; ``disk_cache=False`` or ``RECIPE_CACHE_DIR=""`` skip it),
     otherwise they are built from the JSON (about 1 s) and written to the cache; a corrupt or stale
     cache file is rebuilt, an unwritable cache directory only costs the rebuild. Thread-safe.
 

@@ -76,7 +76,7 @@ def test_in_place_rank_table_lookups_match(tmp_path):
         tok = Tokenizer(table, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
         assert tok.encode_ordinary(text) == FULL.encode_ordinary(text)
         assert tok._encoding is None and tok._ranks is None  # a few lookups: no dict built
-    longer = "word " * 3000  # more lookups than pay in place: the dict is built, still no full encoding
+    longer = " ".join(f"w{i}x" for i in range(3000))  # more lookups than pay in place: the dict is built
     assert tok.encode_ordinary(longer) == FULL.encode_ordinary(longer)
     assert tok._encoding is None and tok._ranks is not None
     assert tok.decode(FULL.encode_ordinary("abc")) == "abc" and tok._encoding is not None
@@ -85,7 +85,7 @@ def test_in_place_rank_table_lookups_match(tmp_path):
 def test_budget_then_the_full_encoding():
     tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
     assert tok.encode_ordinary("Hello there") == FULL.encode_ordinary("Hello there") and tok._encoding is None
-    long_text = "word " * 50000  # cheap per byte, but more than the budget left
+    long_text = " ".join(f"w{i}" for i in range(60000))  # cheap per byte, but more than the budget left
     assert tok.encode_ordinary(long_text) == FULL.encode_ordinary(long_text)
     assert tok._encoding is not None  # built now, and used from here on
     assert tok.encode_ordinary("Hello") == FULL.encode_ordinary("Hello")
