@@ -94,10 +94,8 @@ class TokenIdError(KeyError):
         return str(self.args[0])
 
 
-#: Work (dict lookups; a tiny encoding counts as 30k) the small-text path may spend per vocabulary
-#: and process before the full encoding is built instead.
-SMALL_TEXT_BUDGET = 300_000
-_SMALL_BUILD_COST = 30_000
+#: Most substring lookups the one small encoding may cost (about 25 ms); more text: the full encoding.
+SMALL_TEXT_LOOKUPS = 300_000
 _TABLE_LOOKUPS = 5_000  # lookups in place in a rank table (each a binary search) before a dict pays
 
 
@@ -106,10 +104,12 @@ class Tokenizer:
 
     The full tiktoken encoding (≈ 0.2 s to build for 128k ranks) is built on first use of
     :attr:`encoding` or of anything that needs it (decoding, special-token encoding). Until then,
-    :meth:`encode_ordinary` encodes short texts with a tiktoken encoding of only the ranks that
-    occur inside the text (exact: BPE looks up substrings of a pre-tokenized piece only, and the
-    pattern is the same), within :data:`SMALL_TEXT_BUDGET`; a short-lived process (``recipe
-    render``) never pays for the full build. :meth:`warm` builds it now (servers).
+    the *first* text to encode (or the texts of the first :meth:`prefetch`: a prompt's chunks) is
+    encoded with a tiktoken encoding of only the ranks that occur inside it (exact: BPE looks up
+    substrings of a pre-tokenized piece only, and the pattern is the same), within
+    :data:`SMALL_TEXT_LOOKUPS`; a short-lived process (``recipe render``) never pays for the full
+    build, and from the second prompt on every call uses the full encoding (no per-call setup).
+    :meth:`warm` builds it now (servers).
 
     Attributes:
         special_tokens: added-token spelling -> id (e.g. ``"<｜User｜>" -> 128803``).
@@ -119,7 +119,7 @@ class Tokenizer:
     """
 
     __slots__ = ("special_tokens", "fingerprint", "n_vocab", "name", "_special_ids", "_id_to_special", "_ranks",
-                 "_table", "_encoding", "_budget", "_max_len", "_covered", "_lock")
+                 "_table", "_encoding", "_small_left", "_max_len", "_covered", "_lock")
 
     def __init__(self, ranks: dict[bytes, int] | rank_table.RankTable, special_tokens: Mapping[str, int],
                  fingerprint: str, n_vocab: int, name: str = "tokenizer") -> None:
@@ -133,7 +133,7 @@ class Tokenizer:
         self._ranks = ranks if isinstance(ranks, dict) else None
         self._table = None if isinstance(ranks, dict) else ranks
         self._encoding: tiktoken.Encoding | None = None
-        self._budget = SMALL_TEXT_BUDGET
+        self._small_left = 1  # small encodings still allowed (the first prompt's)
         self._max_len = ranks.max_len if self._table is not None else 0
         self._covered: tuple[tiktoken.Encoding, frozenset[str]] | None = None  # the last prefetch
         self._lock = threading.RLock()
@@ -187,7 +187,7 @@ class Tokenizer:
             covered = self._covered
             if covered is not None and text in covered[1]:
                 return covered[0].encode_ordinary(text)
-            if self._budget > 0:
+            if self._small_left > 0:
                 small = self._small_encoding((text,))
                 if small is not None:
                     return small.encode_ordinary(text)
@@ -196,8 +196,8 @@ class Tokenizer:
     def prefetch(self, texts: Iterable[str]) -> None:
         """A hint: ``texts`` (a prompt's text chunks) are about to be encoded. Before the full encoding
         exists, one small encoding is built for all of them at once instead of one per text; no
-        effect once the full encoding is built (or past the small-text budget)."""
-        if self._encoding is not None or self._budget <= 0:
+        effect once the full encoding is built or the small one was used."""
+        if self._encoding is not None or self._small_left <= 0:
             return
         texts = frozenset(t for t in texts if t)
         if texts:
@@ -207,17 +207,16 @@ class Tokenizer:
 
     def _small_encoding(self, texts: Iterable[str]) -> tiktoken.Encoding | None:
         """A tiktoken encoding of the ranks found inside ``texts`` — exact for each of them — or None
-        when that would cost more than the budget left."""
+        when that would take more than :data:`SMALL_TEXT_LOOKUPS` or the small encoding was used."""
         import tiktoken
 
         chunks = rank_table.piece_chunks(texts)
         if not self._max_len:
             self._max_len = max(map(len, self._rank_dict()))
         lookups = rank_table.lookups(chunks, self._max_len)
-        cost = _SMALL_BUILD_COST + lookups
-        if cost > self._budget:
+        if lookups > SMALL_TEXT_LOOKUPS or self._small_left <= 0:
             return None
-        self._budget -= cost
+        self._small_left -= 1
         # a few lookups: in place in the rank table; more: build the dict first (≈ 40 ms)
         table = self._table
         get = table.get if table is not None and lookups <= _TABLE_LOOKUPS else self._rank_dict().get

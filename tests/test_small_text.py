@@ -32,10 +32,9 @@ _TRICKY = _WHITE_SPACE + list("\x1c\x1d\x1e\x1f\u200b\u200c\u200d\ufeff\u0301\u0
     "aZzé9٣½.,!?'\"-_()[]{}<>#@`~中文日本語カナかな한국어。，！😀👍🏽🇯🇵") + ["\ud800", "\udfff"]
 
 
-def small(text: str, budget: int = 10**12) -> list[int]:
+def small(text: str) -> list[int]:
     """The small-text path on a fresh, unbuilt tokenizer over the same ranks (asserting it ran)."""
     tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
-    tok._budget = budget
     ids = tok._encode_small(text)
     assert ids is not None and tok._encoding is None
     return ids
@@ -77,23 +76,25 @@ def test_in_place_rank_table_lookups_match(tmp_path):
         assert tok.encode_ordinary(text) == FULL.encode_ordinary(text)
         assert tok._encoding is None and tok._ranks is None  # a few lookups: no dict built
     longer = " ".join(f"w{i}x" for i in range(3000))  # more lookups than pay in place: the dict is built
+    tok = Tokenizer(table, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
     assert tok.encode_ordinary(longer) == FULL.encode_ordinary(longer)
     assert tok._encoding is None and tok._ranks is not None
     assert tok.decode(FULL.encode_ordinary("abc")) == "abc" and tok._encoding is not None
 
 
-def test_budget_then_the_full_encoding():
+def test_one_small_encoding_then_the_full_one():
     tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
     assert tok.encode_ordinary("Hello there") == FULL.encode_ordinary("Hello there") and tok._encoding is None
-    long_text = " ".join(f"w{i}" for i in range(60000))  # cheap per byte, but more than the budget left
-    assert tok.encode_ordinary(long_text) == FULL.encode_ordinary(long_text)
-    assert tok._encoding is not None  # built now, and used from here on
-    assert tok.encode_ordinary("Hello") == FULL.encode_ordinary("Hello")
+    assert tok.encode_ordinary("Hello again") == FULL.encode_ordinary("Hello again")
+    assert tok._encoding is not None  # the second text builds it; no per-call setup from here on
+    long_text = " ".join(f"w{i}" for i in range(60000))  # more lookups than the one small encoding may take
+    fresh = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
+    assert fresh.encode_ordinary(long_text) == FULL.encode_ordinary(long_text) and fresh._encoding is not None
 
 
 def test_a_text_without_spaces_goes_to_the_full_encoding():
     tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
-    blob = "QUJD" * 4000  # base64-like: one 16 KB chunk, 16k x 128 lookups: over the budget
+    blob = "QUJD" * 4000  # base64-like: one 16 KB chunk, 16k x 128 lookups: over the limit
     assert tok.encode_ordinary(blob) == FULL.encode_ordinary(blob) and tok._encoding is not None
 
 
@@ -135,10 +136,26 @@ def test_prefetched_texts_with_surrogates_and_repeats():
     texts = ["a\ud800b c", "x \u3000 y", "a\ud800b c", "日本語 text"]
     tok.prefetch(texts)
     assert [tok.encode_ordinary(t) for t in texts] == [FULL.encode_ordinary(t) for t in texts]
-    assert tok.encode_ordinary("not prefetched!") == FULL.encode_ordinary("not prefetched!") and tok._encoding is None
+    assert tok._encoding is None
+    assert tok.encode_ordinary("not prefetched!") == FULL.encode_ordinary("not prefetched!") and tok._encoding is not None
 
 
 def test_warm_builds_once():
     tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
     enc = tok.warm().encoding
     assert tok.encoding is enc and tok.warm().encoding is enc and enc.n_vocab == FULL.n_vocab
+
+
+def test_after_the_second_prompt_no_per_call_setup(monkeypatch):
+    tok = Tokenizer(FULL._ranks, FULL.special_tokens, FULL.fingerprint, FULL.n_vocab, "t")
+    calls = []
+    for name in ("_small_encoding", "_build"):
+        real = getattr(Tokenizer, name)
+        monkeypatch.setattr(Tokenizer, name, lambda self, *a, _real=real, _name=name: calls.append(_name) or _real(self, *a))
+    seen = []
+    for k in range(6):
+        body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": f"question {k}: why?"}]}
+        assert prepare(body, tokenizer=tok, cache=None).token_ids == prepare(body, tokenizer=FULL, cache=None).token_ids
+        seen.append(list(calls))
+        calls.clear()
+    assert seen[0] == ["_small_encoding"] and "_build" in seen[1] and seen[2:] == [[]] * 4
