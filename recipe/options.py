@@ -9,11 +9,53 @@ from typing import Literal
 
 from recipe.encodings.table import MODELS
 
-__all__ = ["Options", "DEFAULT_MODELS", "DEFAULT_OPTIONS", "PARITY_OPTIONS"]
+__all__ = ["Options", "ModelAlias", "DEFAULT_MODELS", "DEFAULT_ALIASES", "DEFAULT_OPTIONS", "PARITY_OPTIONS",
+           "DEFAULT_MAX_BODY_BYTES", "parse_alias"]
 
 #: API model name -> encoding name. Matched exactly and case-sensitively (as deepseek-recipe does);
 #: derived from the encoding records' model names (:data:`recipe.encodings.table.MODELS`).
 DEFAULT_MODELS: Mapping[str, str] = MODELS
+
+#: Default request-body size limit in bytes (8 MiB), checked before parsing.
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAlias:
+    """Another name for a model of the table, with its own thinking default.
+
+    Attributes:
+        target: a model name of :attr:`Options.models` (its encoding is used).
+        thinking: the thinking default for requests naming the alias (``True`` thinking, ``False``
+            chat); None keeps :attr:`Options.default_thinking`. An explicit thinking switch or
+            effort in the request still wins.
+    """
+
+    target: str
+    thinking: bool | None = None
+
+
+#: Hosted DeepSeek's names: ``deepseek-chat`` is the non-thinking mode and ``deepseek-reasoner`` the
+#: thinking mode of the same model (DeepSeek-V4-Flash).
+DEFAULT_ALIASES: Mapping[str, ModelAlias] = MappingProxyType({
+    "deepseek-chat": ModelAlias("deepseek-v4-flash", False),
+    "deepseek-reasoner": ModelAlias("deepseek-v4-flash", True),
+})
+
+_ALIAS_MODES = {"": None, "thinking": True, "chat": False}
+
+
+def parse_alias(spec: str) -> tuple[str, ModelAlias]:
+    """``NAME=TARGET[:thinking|:chat]`` (the CLI's ``--alias``) as ``(name, ModelAlias)``.
+
+    Raises:
+        ValueError: no ``=``, an empty name or target, or a mode other than ``thinking`` / ``chat``.
+    """
+    name, eq, rest = spec.partition("=")
+    target, _, mode = rest.partition(":")
+    if not eq or not name or not target or mode not in _ALIAS_MODES:
+        raise ValueError(f"alias {spec!r}: want NAME=TARGET[:thinking|:chat]")
+    return name, ModelAlias(target, _ALIAS_MODES[mode])
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +69,13 @@ class Options:
         non_thinking_max_tokens: upper bound for ``max_tokens`` otherwise.
         reasoning_content_behavior: ``fill_empty`` (history assistant turns without reasoning get
             empty reasoning) or ``reject`` (thinking mode requires reasoning after the last user turn).
-        context_limit: the model's context window in tokens (for ``resolve_max_tokens``).
+        context_limit: the model's context window in tokens: a prompt that leaves no room is the
+            API's own 400, and ``max_tokens`` is resolved against it
+            (:func:`recipe.api.common.resolve_max_tokens`).
+        aliases: model aliases (:class:`ModelAlias`); by default hosted DeepSeek's
+            ``deepseek-chat`` / ``deepseek-reasoner`` (:data:`DEFAULT_ALIASES`); none under parity.
+        max_body_bytes: request bodies (bytes or text given to ``prepare``) longer than this are
+            refused before parsing with a 413 ``request_too_large``.
 
     Acceptance of what real clients send where deepseek-recipe 0.2.0 answers 400 (docs/clients.md);
     each default is the accepting behaviour, ``"reject"`` restores the parity target's error:
@@ -65,6 +113,8 @@ class Options:
     redacted_thinking: Literal["accept", "reject"] = "accept"
     anthropic_custom_tools: Literal["accept", "reject"] = "accept"
     anthropic_threads: Literal["reject", "ignore"] = "reject"
+    aliases: Mapping[str, ModelAlias] = field(default_factory=lambda: DEFAULT_ALIASES)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included)."""
@@ -77,11 +127,37 @@ class Options:
             redacted_thinking="reject",
             anthropic_custom_tools="reject",
             anthropic_threads="ignore",
+            aliases=MappingProxyType({}),
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:
         """A copy whose model table also maps ``name`` to ``encoding``."""
         return replace(self, models=MappingProxyType({**self.models, name: encoding}))
+
+    def with_alias(self, name: str, target: str, thinking: bool | None = None) -> Options:
+        """A copy whose alias table also maps ``name`` to the model ``target`` (thinking default
+        ``thinking``: True, False, or None for :attr:`default_thinking`).
+
+        Raises:
+            ValueError: ``target`` is not a model of :attr:`models`, or ``name`` is one.
+        """
+        if target not in self.models:
+            raise ValueError(f"alias {name!r}: unknown target model {target!r} (choose from {', '.join(sorted(self.models))})")
+        if name in self.models:
+            raise ValueError(f"alias {name!r}: already a model name")
+        return replace(self, aliases=MappingProxyType({**self.aliases, name: ModelAlias(target, thinking)}))
+
+    def for_model(self, name: str) -> Options:
+        """The options a request naming ``name`` is converted with: ``self`` unless ``name`` is an
+        alias, else a copy whose model table maps ``name`` to its target's encoding and whose thinking
+        default is the alias's. An alias whose target is not in the table is left unresolved (the
+        request gets the unknown-model 400)."""
+        alias = self.aliases.get(name)
+        if alias is None or name in self.models or alias.target not in self.models:
+            return self
+        thinking = self.default_thinking if alias.thinking is None else alias.thinking
+        return replace(self, models=MappingProxyType({**self.models, name: self.models[alias.target]}),
+                       default_thinking=thinking)
 
 
 DEFAULT_OPTIONS = Options()

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from recipe.api.common import check_model, output_constraint, parsing_options
-from recipe.api.prepared import Api, PreparedRequest
+from recipe.api.common import check_model, output_constraint, parsing_options, resolve_max_tokens
+from recipe.api.prepared import Api, EngineParams, PreparedRequest
 from recipe.conversation import Conversation
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
@@ -25,7 +25,8 @@ from recipe.tokenizer import Tokenizer
 if TYPE_CHECKING:
     from recipe.store.conversations import ConversationStore
 
-__all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "ADAPTERS", "Adapter", "default_segment_cache"]
+__all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "check_body_size", "ADAPTERS", "Adapter",
+           "default_segment_cache"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,16 +121,19 @@ def prepare(
     Args:
         body: the request (dict, JSON text or bytes).
         api: ``chat`` | ``responses`` | ``messages``, or ``auto`` to detect it.
-        options: conversion options (model table, thinking default, limits).
+        options: conversion options (model table and aliases, thinking default, limits).
         tokenizer: vocabulary (default: the embedded DeepSeek-V4 one).
         cache: segment cache for repeated history text; ``None`` disables it.
         store: a conversation store: a Responses request with ``previous_response_id`` is expanded
             to its full history first (without a store the field is ignored, as deepseek-recipe does).
 
     Raises:
-        RequestError: the request is invalid (``stage`` says whether parsing or conversion refused it).
+        RequestError: the request is invalid (``stage`` says whether parsing or conversion refused it);
+            413 ``request_too_large`` for a bytes or text body over ``options.max_body_bytes``
+            (checked before parsing); 400 ``context_length_exceeded`` for a prompt past the window.
     """
     if isinstance(body, (bytes, bytearray, str)):
+        check_body_size(body, options.max_body_bytes)
         body = loads_request(body if isinstance(body, str) else bytes(body))
     if not isinstance(body, Mapping):
         raise RequestError("invalid request body: expected a JSON object", stage="parse")
@@ -144,11 +148,14 @@ def prepare(
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)
     adapter = load()
     request = adapter.parse(body)
+    options = options.for_model(request.model) if isinstance(request.model, str) else options
     conversation = adapter.convert(request, options)
     encoding = check_model(request.model, options)
-    prompt = get_encoding(encoding).render(conversation)
-    tok = tokenizer or get_encoding(encoding).tokenizer()
+    family = get_encoding(encoding)
+    prompt = family.render(conversation)
+    tok = tokenizer or family.tokenizer()
     ids = encode_prompt(tok, prompt, _default_cache if cache == "default" else cache)
+    constraint = output_constraint(conversation)
     return PreparedRequest(
         api=api,
         model=request.model,
@@ -158,6 +165,35 @@ def prepare(
         prompt=prompt,
         token_ids=ids,
         parsing=parsing_options(conversation),
-        output_constraint=output_constraint(conversation),
+        output_constraint=constraint,
         stream=bool(getattr(request, "stream", False)),
+        engine=_engine_params(api, conversation, len(ids), family.stop_ids(tok), constraint, options),
     )
+
+
+def _engine_params(api: str, conv: Conversation, prompt_tokens: int, stops: tuple[int, ...],
+                   constraint: Any, options: Options) -> EngineParams:
+    s = conv.sampling
+    return EngineParams(
+        max_tokens=resolve_max_tokens(api, conv.max_tokens, prompt_tokens, conv.thinking, options),
+        stop_token_ids=stops,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        seed=s.seed,
+        logprobs=(s.top_logprobs or 0) if s.logprobs else None,
+        constraint=constraint,
+    )
+
+
+def check_body_size(body: bytes | bytearray | str, limit: int) -> None:
+    """Refuse a request body longer than ``limit`` bytes (UTF-8 for text) before parsing it.
+
+    Raises:
+        RequestError: 413 ``request_too_large`` (each API's own shape via ``error_body``).
+    """
+    n = len(body)
+    if isinstance(body, str) and n <= limit < 4 * n:
+        n = len(body.encode("utf-8", "surrogatepass"))
+    if n > limit:
+        raise RequestError(f"Request body too large: {n} bytes, the limit is {limit} bytes.", status=413,
+                           code="request_too_large", stage="parse")

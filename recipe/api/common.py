@@ -47,6 +47,7 @@ __all__ = [
     "thinking_for_tool_choice",
     "check_sampling",
     "check_max_tokens",
+    "resolve_max_tokens",
     "check_stop",
     "mentions_json",
     "check_response_format",
@@ -274,6 +275,52 @@ def check_max_tokens(value: int | None, thinking: bool, options: Options, *, cla
     if not 1 <= value <= bound:
         raise RequestError(f"Invalid max_tokens value, the valid range of max_tokens is [1, {bound}]", param=field)
     return value
+
+
+#: API -> (the field that carries max_tokens, the field naming the prompt, clamp past the window?).
+#: Anthropic Messages lowers ``max_tokens`` to the room left in the window (generation then ends at
+#: the window); the OpenAI APIs refuse a request whose prompt plus ``max_tokens`` exceeds it.
+_MAX_TOKENS_FIELDS = {
+    "chat": ("max_tokens", "messages", False),
+    "responses": ("max_output_tokens", "input", False),
+    "messages": ("max_tokens", "messages", True),
+}
+
+
+def resolve_max_tokens(api: str, requested: int | None, prompt_tokens: int, thinking: bool, options: Options) -> int:
+    """The completion-token limit every engine request carries (vLLM's ``/v1/completions`` would
+    otherwise default it to 16).
+
+    Without ``requested`` (Chat and Responses have no default of their own): the room left in the
+    context window (``options.context_limit - prompt_tokens``), at most the mode's bound
+    (``thinking_max_tokens`` / ``non_thinking_max_tokens``). With one: that value, unless the prompt
+    plus it exceed the window — then Messages lowers it to the room left and the OpenAI APIs answer
+    400 (``context_length_exceeded``, as OpenAI and vLLM do).
+
+    Raises:
+        RequestError: the prompt leaves no room in the window (each API's own 400: OpenAI
+            ``context_length_exceeded`` naming ``messages`` / ``input``; Anthropic
+            ``invalid_request_error`` "prompt is too long"), or (OpenAI APIs) prompt plus
+            ``requested`` exceed it.
+    """
+    field, prompt_field, clamp = _MAX_TOKENS_FIELDS.get(api, _MAX_TOKENS_FIELDS["chat"])
+    window = options.context_limit
+    room = window - prompt_tokens
+    if room < 1:
+        if api == "messages":
+            raise RequestError(f"prompt is too long: {prompt_tokens} tokens > {window - 1} maximum", param=prompt_field)
+        raise RequestError(
+            f"This model's maximum context length is {window} tokens. However, your {prompt_field} resulted in "
+            f"{prompt_tokens} tokens. Please reduce the length of the {prompt_field}.",
+            param=prompt_field, code="context_length_exceeded")
+    if requested is None:
+        return min(room, options.thinking_max_tokens if thinking else options.non_thinking_max_tokens)
+    if requested <= room or clamp:
+        return min(requested, room)
+    raise RequestError(
+        f"This model's maximum context length is {window} tokens. However, you requested {prompt_tokens + requested} "
+        f"tokens ({prompt_tokens} in the {prompt_field}, {requested} in the completion). Please reduce the length of "
+        f"the {prompt_field} or completion.", param=field, code="context_length_exceeded")
 
 
 def check_stop(stop: Sequence[str], field: str, *, indexed: bool) -> tuple[str, ...]:

@@ -12,9 +12,33 @@ from typing import Any, Literal
 from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
 from recipe.prompt import Prompt
 
-__all__ = ["Api", "PreparedRequest"]
+__all__ = ["Api", "EngineParams", "PreparedRequest"]
 
 Api = Literal["chat", "responses", "messages"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineParams:
+    """Everything an engine needs besides the prompt ids, resolved and engine-ready.
+
+    Attributes:
+        max_tokens: completion-token limit, always set (:func:`recipe.api.common.resolve_max_tokens`).
+        stop_token_ids: ids that end the output (the encoding's EOS); text stop sequences are not
+            here: recipe matches them on the decoded output and ends the stream itself.
+        temperature, top_p: sampling after the thinking rules (thinking forces 1.0 / the V4 top_p).
+        seed: sampling seed or None.
+        logprobs: alternatives per token to report (0 = only the sampled token's), None = off.
+        constraint: what a constrained decoder should enforce, or None. Connectors translate it;
+            the grammar of :func:`recipe.output_grammar` supersedes it once available.
+    """
+
+    max_tokens: int
+    stop_token_ids: tuple[int, ...]
+    temperature: float
+    top_p: float
+    seed: int | None
+    logprobs: int | None
+    constraint: OutputConstraint | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +56,8 @@ class PreparedRequest:
         parsing: how to parse the completion.
         output_constraint: what a constrained decoder should enforce, or None.
         stream: the client asked for a stream.
+        engine: max tokens, stop token ids, sampling and the output constraint as one bundle for
+            the engine (:class:`EngineParams`); None only for hand-built requests.
     """
 
     api: Api
@@ -44,6 +70,7 @@ class PreparedRequest:
     parsing: ParsingOptions
     output_constraint: OutputConstraint | None
     stream: bool
+    engine: EngineParams | None = None
 
     def conversion(self) -> dict[str, Any]:
         """The conversion settings as a JSON-ready dict (the keys of the parity vectors' ``conversion``):
