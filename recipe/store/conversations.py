@@ -3,8 +3,10 @@
 A serving stack that answers a Responses request with ``store`` not false saves the request's input
 items and the response's output items (:func:`remember`); a later request naming that response in
 ``previous_response_id`` is expanded to the full history before conversion (:func:`expand_request`).
-``instructions`` are not carried over (OpenAI Responses semantics). Two backends: in memory and
-SQLite (a file; survives restarts).
+``instructions`` are not carried over (OpenAI Responses semantics). Backends: in memory, SQLite (a
+file; survives restarts) and Redis (:mod:`recipe.store.redis_store`, shared by a replica fleet).
+:class:`ScopedStore` gives each tenant its own id space over one backend. A backend that cannot be
+reached raises :class:`StoreUnavailable`, never a wrong or missing record.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,8 +30,10 @@ from recipe.errors import RequestError
 __all__ = [
     "StoredResponse",
     "ConversationStore",
+    "StoreUnavailable",
     "MemoryStore",
     "SQLiteStore",
+    "ScopedStore",
     "history",
     "expand_request",
     "remember",
@@ -51,6 +55,7 @@ class StoredResponse:
         output_items: the response's output items (reasoning, message, function_call …).
         model: the model name the response reported.
         created_at: Unix seconds.
+        response: the whole response object as answered (for ``GET /v1/responses/{id}``), or None.
     """
 
     id: str
@@ -59,6 +64,11 @@ class StoredResponse:
     output_items: tuple[Any, ...]
     model: str = ""
     created_at: int = 0
+    response: Any = None
+
+
+class StoreUnavailable(RuntimeError):
+    """The store's backend cannot be reached or failed; the operation did not happen."""
 
 
 class ConversationStore(Protocol):
@@ -106,7 +116,7 @@ class SQLiteStore:
     _SCHEMA = (
         "CREATE TABLE IF NOT EXISTS responses ("
         " id TEXT PRIMARY KEY, previous_id TEXT, model TEXT, created_at INTEGER,"
-        " input BLOB NOT NULL, output BLOB NOT NULL)"
+        " input BLOB NOT NULL, output BLOB NOT NULL, response BLOB)"
     )
 
     def __init__(self, path: str | Path) -> None:
@@ -115,6 +125,9 @@ class SQLiteStore:
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute(self._SCHEMA)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(responses)")}
+        if "response" not in columns:  # a file written before the column existed
+            self._conn.execute("ALTER TABLE responses ADD COLUMN response BLOB")
         self._lock = threading.Lock()
 
     def save(self, record: StoredResponse) -> None:
@@ -126,24 +139,57 @@ class SQLiteStore:
             record.created_at,
             dumps_wire(list(record.input_items)),
             dumps_wire(list(record.output_items)),
+            None if record.response is None else dumps_wire(record.response),
         )
         with self._lock:
-            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+            self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)", row)
 
     def load(self, response_id: str) -> StoredResponse | None:
         """The record for ``response_id`` or None."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT id, previous_id, model, created_at, input, output FROM responses WHERE id = ?", (response_id,)
+                "SELECT id, previous_id, model, created_at, input, output, response FROM responses WHERE id = ?",
+                (response_id,),
             ).fetchone()
         if row is None:
             return None
-        return StoredResponse(row[0], row[1], tuple(_loads(row[4])), tuple(_loads(row[5])), row[2] or "", row[3] or 0)
+        return StoredResponse(row[0], row[1], tuple(_loads(row[4])), tuple(_loads(row[5])), row[2] or "", row[3] or 0,
+                              None if row[6] is None else _loads(row[6]))
 
     def close(self) -> None:
         """Close the database connection."""
         with self._lock:
             self._conn.close()
+
+
+class ScopedStore:
+    """One tenant's view of a shared store: ids are kept as ``SCOPE/ID`` in the backend, so a tenant
+    can neither load nor continue (``previous_response_id``) another tenant's responses.
+
+    Args:
+        inner: the shared backend.
+        scope: the tenant's name (non-empty; use the backend itself for an open server).
+    """
+
+    def __init__(self, inner: ConversationStore, scope: str) -> None:
+        if not scope:
+            raise ValueError("a scope must be non-empty")
+        self.inner = inner
+        self.prefix = scope + "/"
+
+    def save(self, record: StoredResponse) -> None:
+        """Save ``record`` under this scope."""
+        prev = record.previous_response_id
+        self.inner.save(replace(record, id=self.prefix + record.id, previous_response_id=None if prev is None else self.prefix + prev))
+
+    def load(self, response_id: str) -> StoredResponse | None:
+        """This scope's record for ``response_id``, or None (also for another scope's ids)."""
+        rec = self.inner.load(self.prefix + response_id)
+        if rec is None:
+            return None
+        n = len(self.prefix)
+        prev = rec.previous_response_id
+        return replace(rec, id=rec.id[n:], previous_response_id=prev[n:] if prev and prev.startswith(self.prefix) else prev)
 
 
 def _loads(data: bytes) -> Any:
@@ -244,6 +290,7 @@ def remember(store: ConversationStore, body: Mapping[str, Any], response: Mappin
             output_items=tuple(dict(i) if isinstance(i, Mapping) else i for i in response.get("output") or ()),
             model=str(response.get("model") or ""),
             created_at=int(response.get("created_at") or time.time()),
+            response=dict(response),
         )
     )
     return True

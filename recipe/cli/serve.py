@@ -1,0 +1,152 @@
+"""``recipe serve``: run the OpenAI- and Anthropic-compatible server (docs/serving.md).
+
+Prints one line, ``recipe serve: listening on http://HOST:PORT``, once the socket is bound (``--port
+0`` picks a free port), then serves until SIGINT / SIGTERM; in-flight streams are drained (up to
+``--drain-seconds``) before the engines and the store are closed. Exit status 0 after a clean
+shutdown, 2 for bad flags or files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "build"]
+
+
+def _default_store() -> str:
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return f"sqlite:{Path(state) / 'recipe' / 'responses.sqlite3'}"
+
+
+def _seconds(text: str) -> float | None:
+    """argparse type: seconds > 0, or 0 / ``off`` for no timeout."""
+    if text in ("0", "off", "none"):
+        return None
+    value = float(text)
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: want seconds > 0, or 0 / off")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: want an integer >= 1")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``serve`` to the ``recipe`` command."""
+    p = subparsers.add_parser("serve", help="run the OpenAI / Anthropic compatible server over an engine")
+    p.add_argument("--engine", action="append", metavar="SPEC",
+                   help="demo (default), replay:FILE, vllm+http://HOST:PORT, sglang+http://HOST:PORT; "
+                        "repeat for a replica pool")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    p.add_argument("--api-keys", metavar="FILE", help="API keys -> tenants (default: open server)")
+    p.add_argument("--store", metavar="URL", default=None,
+                   help="conversation store: sqlite:PATH (default ~/.local/state/recipe/responses.sqlite3), "
+                        "redis://HOST:PORT/DB, or memory")
+    p.add_argument("--index", metavar="URL", default="memory", help="prefix index for routing: memory or redis://…")
+    p.add_argument("--max-concurrency", type=_positive, metavar="N", help="requests in flight; more get 429 / 529")
+    p.add_argument("--alias", action="append", default=[], metavar="NAME=TARGET[:thinking|:chat]",
+                   help="another model name (repeatable)")
+    p.add_argument("--max-body-bytes", type=_positive, metavar="N", help="request body limit (default 8 MiB)")
+    p.add_argument("--connect-timeout", type=_seconds, default=10.0, metavar="S")
+    p.add_argument("--first-token-timeout", type=_seconds, default=600.0, metavar="S")
+    p.add_argument("--idle-timeout", type=_seconds, default=120.0, metavar="S", help="longest gap between deltas")
+    p.add_argument("--total-timeout", type=_seconds, default=3600.0, metavar="S")
+    p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
+    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    p.set_defaults(run=_run)
+
+
+class _Bad(Exception):
+    """A flag or file the server cannot start with (exit 2)."""
+
+
+def _store(url: str) -> Any:
+    from recipe.store.conversations import MemoryStore, SQLiteStore
+
+    if url == "memory":
+        return MemoryStore()
+    if url.startswith("sqlite:"):
+        try:
+            return SQLiteStore(url[len("sqlite:"):])
+        except Exception as exc:  # sqlite3.Error, OSError
+            raise _Bad(f"--store {url}: {exc}") from None
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from recipe.store.redis_store import RedisStore
+
+        return RedisStore.from_url(url)
+    raise _Bad(f"--store {url!r}: want sqlite:PATH, redis://… or memory")
+
+
+def _index(url: str) -> Any:
+    if url == "memory":
+        return None
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from recipe.cache.index import RedisPrefixIndex
+
+        return RedisPrefixIndex.from_url(url, ttl=3 * 86400, socket_connect_timeout=1.0, socket_timeout=1.0)
+    raise _Bad(f"--index {url!r}: want memory or redis://…")
+
+
+def build(ns: argparse.Namespace) -> Any:
+    """The ASGI app the flags describe.
+
+    Raises:
+        _Bad: a bad flag value or an unreadable file.
+    """
+    from recipe.options import DEFAULT_OPTIONS, parse_alias
+    from recipe.serve.config import ServeConfig, Timeouts
+    from recipe.serve.server import app
+    from recipe.serve.tenants import Tenants
+
+    options = DEFAULT_OPTIONS
+    try:
+        for spec in ns.alias:
+            name, alias = parse_alias(spec)
+            options = options.with_alias(name, alias.target, alias.thinking)
+        if ns.max_body_bytes:
+            from dataclasses import replace
+
+            options = replace(options, max_body_bytes=ns.max_body_bytes)
+        timeouts = Timeouts(ns.connect_timeout, ns.first_token_timeout, ns.idle_timeout, ns.total_timeout)
+        config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds)
+        tenants = Tenants.from_file(ns.api_keys) if ns.api_keys else None
+        return app(engines=ns.engine or ["demo"], options=options, config=config, store=_store(ns.store or _default_store()),
+                   index=_index(ns.index), tenants=tenants)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+
+
+def _run(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    try:
+        application = build(ns)
+    except _Bad as exc:
+        print(f"recipe serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sock = socket.socket(socket.AF_INET6 if ":" in ns.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((ns.host, ns.port))
+    except OSError as exc:
+        print(f"recipe serve: cannot listen on {ns.host}:{ns.port}: {exc.strerror}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    config = uvicorn.Config(application, log_level=ns.log_level, timeout_graceful_shutdown=max(ns.drain_seconds, 0.1),
+                            lifespan="on")
+    server = uvicorn.Server(config)
+    engines = ", ".join(r.name for r in application.state.recipe.pool.replicas)
+    print(f"recipe serve: listening on http://{shown}:{port} (engines: {engines})", flush=True)
+    server.run(sockets=[sock])
+    return 0

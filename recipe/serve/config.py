@@ -1,0 +1,57 @@
+"""Server settings as one immutable value (the CLI builds it from its flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Timeouts", "ServeConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Engine timeouts in seconds; ``None`` turns one off.
+
+    Attributes:
+        connect: opening a connection to an HTTP engine.
+        first_token: from sending the request to the engine's first delta (prefill included).
+        idle: the longest gap between two deltas.
+        total: the whole generation.
+    """
+
+    connect: float | None = 10.0
+    first_token: float | None = 600.0
+    idle: float | None = 120.0
+    total: float | None = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "first_token", "idle", "total"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"timeout {name} must be > 0 seconds or None, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """How the server behaves.
+
+    Attributes:
+        timeouts: engine timeouts (:class:`Timeouts`).
+        max_concurrency: generation requests in flight at once; past it 429 (OpenAI APIs) / 529
+            (Messages) at once. None: unbounded.
+        prepare_inline_bytes: bodies up to this size are prepared on the event loop; larger ones
+            (and those reading the conversation store) in a worker thread, so one huge prompt
+            never stalls the other streams.
+        drain_seconds: at shutdown, how long in-flight streams may run before they are cut.
+        max_imbalance: replica routing: the replica with the longest cached prefix is skipped for
+            the least loaded one when it has this many more requests in flight. None: never.
+    """
+
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    max_concurrency: int | None = None
+    prepare_inline_bytes: int = 64 * 1024
+    drain_seconds: float = 30.0
+    max_imbalance: int | None = 32
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1 or None")

@@ -1,0 +1,128 @@
+"""The engine contract: one neutral request in, a stream of deltas out, closing the stream aborts.
+
+An engine is anything that turns prompt token ids into completion token ids: a vLLM or SGLang
+server (:mod:`recipe.serve.engines.vllm`, :mod:`recipe.serve.engines.sglang`), a scripted replay
+(:mod:`recipe.serve.engines.replay`), the demo (:mod:`recipe.serve.engines.demo`) or a Python
+callable (:mod:`recipe.serve.engines.inprocess`). The server never sees more than this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from recipe.api.prepared import PreparedRequest
+from recipe.conversation import OutputConstraint
+
+__all__ = ["EngineRequest", "EngineDelta", "EngineError", "Engine", "ErrorKind", "FINISH_REASONS"]
+
+#: Finish reasons an engine reports; ``abort`` and ``error`` end the request as a failure.
+FINISH_REASONS = ("stop", "length", "abort", "error")
+
+#: What went wrong with an engine; the server maps each to an HTTP status (recipe.serve.errors).
+ErrorKind = Literal["unavailable", "overloaded", "timeout", "bad_request", "failed", "protocol"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRequest:
+    """One generation request, engine-neutral (NVIDIA Dynamo's ``PreprocessedRequest`` is the model).
+
+    Attributes:
+        request_id: unique per request (vLLM ``request_id``, SGLang ``rid``).
+        token_ids: the prompt token ids.
+        max_tokens: completion-token limit, always set.
+        temperature, top_p, seed: sampling.
+        stop_token_ids: ids that end the output (EOS); text stop sequences stay in recipe.
+        logprobs: alternatives per token to report (0: the sampled token's only), None: off.
+        constraint: recipe's output constraint, or None; each connector translates what it can.
+        cache_salt: the tenant's prefix-cache salt (vLLM / SGLang ``cache_salt``), or None.
+        prepared: the prepared request, for in-process engines that answer by its content (the demo);
+            remote connectors ignore it.
+    """
+
+    request_id: str
+    token_ids: Sequence[int]
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop_token_ids: tuple[int, ...] = ()
+    logprobs: int | None = None
+    constraint: OutputConstraint | None = None
+    cache_salt: str | None = None
+    prepared: PreparedRequest | None = None
+
+    @classmethod
+    def from_prepared(cls, prep: PreparedRequest, request_id: str, cache_salt: str | None = None) -> EngineRequest:
+        """The engine request for ``prep`` (its :class:`~recipe.api.prepared.EngineParams` bundle).
+
+        Raises:
+            ValueError: ``prep`` has no engine bundle (a hand-built PreparedRequest).
+        """
+        e = prep.engine
+        if e is None:
+            raise ValueError("the prepared request has no engine parameters (use recipe.prepare)")
+        return cls(request_id, prep.token_ids, e.max_tokens, e.temperature, e.top_p, e.seed, e.stop_token_ids,
+                   e.logprobs, e.constraint, cache_salt, prep)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineDelta:
+    """What an engine reports, any number of times per request.
+
+    Attributes:
+        token_ids: new completion ids (never repeated ones).
+        logprobs: None, or one ``(logprob, [(token_id, logprob), ...])`` pair per new id.
+        finish: None while generating; ``stop`` / ``length`` ends the output, ``abort`` / ``error``
+            ends it as a failure (``message`` says why).
+        prompt_tokens, cached_tokens: the engine's prompt and prefix-cache counts when it reports them
+            (first delta or last), else None.
+        message: the engine's reason for ``abort`` / ``error``.
+    """
+
+    token_ids: Sequence[int] = ()
+    logprobs: Sequence[Any] | None = None
+    finish: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    message: str | None = None
+
+
+class EngineError(Exception):
+    """An engine failure, before or during a stream.
+
+    Attributes:
+        kind: ``unavailable`` (refused / unreachable / closed the stream), ``overloaded`` (the
+            engine said 429 / 503), ``timeout`` (connect, first token, idle gap or total),
+            ``bad_request`` (the engine refused the request, e.g. its own context limit),
+            ``failed`` (the engine answered an error), ``protocol`` (malformed or out-of-order output).
+        message: what happened, for the API error's message.
+        engine_status: the engine's HTTP status when it answered one.
+    """
+
+    def __init__(self, kind: ErrorKind, message: str, engine_status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.engine_status = engine_status
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A token-in/token-out engine.
+
+    ``generate`` returns an async iterator of :class:`EngineDelta`; closing it (``aclose()``, or
+    cancelling the task iterating it) must abort the request upstream. It raises
+    :class:`EngineError` for failures. ``aclose`` releases connections at server shutdown.
+    """
+
+    name: str
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        """Start generating ``request``; see the class docstring."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the engine's resources (idempotent)."""
+        ...

@@ -1,0 +1,115 @@
+"""``sglang+http://HOST:PORT``: SGLang's native ``POST /generate`` with ``input_ids``.
+
+Wire format (SGLang 0.5 ``GenerateReqInput`` and ``docs/basic_usage/sampling_params.md``): the
+request sends ``input_ids``, ``sampling_params`` (``max_new_tokens`` always, ``temperature``,
+``top_p``, ``stop_token_ids``, ``skip_special_tokens: false``, ``no_stop_trim: true``, and a
+``json_schema`` or ``regex`` constraint), ``stream``, ``rid`` (the request id), logprob fields and
+``cache_salt``. Each ``data:`` frame carries ``output_ids`` — cumulative by default, only the new
+ids with ``incremental_streaming_output``; both are handled (new ids are ``output_ids[seen:]`` when
+``len(output_ids) == meta_info.completion_tokens``, else all of ``output_ids``) — and ``meta_info``
+(``finish_reason`` ``{"type": "stop"|"length"|"abort", …}``, ``prompt_tokens``, ``cached_tokens``).
+SGLang aborts a disconnected stream only after 2 s, so closing a request early also sends
+``POST /abort_request {"rid": …}``. The sampling seed is not forwarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
+from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
+
+__all__ = ["SGLangEngine", "sglang_body"]
+
+
+def sglang_body(req: EngineRequest) -> dict[str, Any]:
+    """The ``/generate`` request body for ``req``."""
+    params: dict[str, Any] = {
+        "max_new_tokens": req.max_tokens,
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "stop_token_ids": list(req.stop_token_ids),
+        "skip_special_tokens": False,
+        "no_stop_trim": True,
+    }
+    so = structured_output(req)
+    if so is not None:
+        kind, value = so
+        if kind == "regex":
+            params["regex"] = value
+        else:
+            params["json_schema"] = value or '{"type": "object"}'
+    body: dict[str, Any] = {"input_ids": list(req.token_ids), "sampling_params": params, "stream": True,
+                            "rid": req.request_id}
+    if req.logprobs is not None:
+        body["return_logprob"] = True
+        body["top_logprobs_num"] = req.logprobs
+        body["logprob_start_len"] = -1
+    if req.cache_salt:
+        body["cache_salt"] = req.cache_salt
+    return body
+
+
+def _pairs(meta: dict[str, Any], start: int, end: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """``meta_info.output_token_logprobs`` ``[[logprob, id, text], …]`` (+ ``output_top_logprobs``)
+    entries ``start:end`` as CompletionStream pairs, or None when absent or short."""
+    vals = meta.get("output_token_logprobs")
+    if not isinstance(vals, list) or len(vals) < end:
+        return None
+    tops = meta.get("output_top_logprobs")
+    out = []
+    for i in range(start, end):
+        top = tops[i] if isinstance(tops, list) and i < len(tops) and tops[i] else []
+        out.append((float(vals[i][0]), [(int(t[1]), float(t[0])) for t in top]))
+    return out
+
+
+class SGLangEngine(HTTPEngine):
+    """An SGLang server (see the module docstring). Arguments as :class:`HTTPEngine`."""
+
+    path = "/generate"
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        """Stream ``request`` from SGLang."""
+        return self._generate(request)
+
+    async def _generate(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
+        finished = False
+        try:
+            async with self.stream(self.path, sglang_body(req)) as response:
+                seen = 0
+                async for obj in sse_objects(response):
+                    err = obj.get("error")
+                    if err:
+                        finished = True
+                        message = err.get("message") if isinstance(err, dict) else str(err)
+                        raise EngineError("failed", f"engine error: {message}")
+                    out = obj.get("output_ids")
+                    meta = obj.get("meta_info") or {}
+                    if not isinstance(out, list) or not all(type(i) is int and i >= 0 for i in out) or not isinstance(meta, dict):
+                        raise EngineError("protocol", f"SGLang frame without output_ids / meta_info: {str(obj)[:200]}")
+                    total = meta.get("completion_tokens")
+                    cumulative = total is not None and len(out) == total and len(out) >= seen
+                    new = out[seen:] if cumulative else out
+                    lps = None
+                    if req.logprobs is not None:
+                        lps = _pairs(meta, seen, len(out)) if cumulative else _pairs(meta, 0, len(out))
+                    seen += len(new)
+                    fin = meta.get("finish_reason")
+                    finish = None
+                    if fin is not None:
+                        finished = True
+                        kind = fin.get("type") if isinstance(fin, dict) else fin
+                        if kind not in ("stop", "length"):
+                            message = fin.get("message") if isinstance(fin, dict) else None
+                            raise EngineError("failed", f"SGLang ended the request: {kind}{': ' + message if message else ''}")
+                        finish = kind
+                    if new or finish is not None:
+                        yield EngineDelta(new, lps, finish, meta.get("prompt_tokens"), meta.get("cached_tokens"))
+                    if finished:
+                        return
+                raise EngineError("unavailable", "SGLang closed the stream before the output finished")
+        finally:
+            if not finished:
+                await self.post("/abort_request", {"rid": req.request_id})

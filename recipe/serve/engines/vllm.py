@@ -1,0 +1,130 @@
+"""``vllm+http://HOST:PORT``: vLLM's OpenAI-compatible ``POST /v1/completions`` with a token-id prompt.
+
+Wire format (vLLM v0.12 and later; ``vllm/entrypoints/openai/completion/protocol.py``): the request
+sends ``prompt`` as token ids, ``max_tokens`` always (vLLM defaults it to 16), ``stream`` with
+``stream_options.include_usage``, ``return_token_ids`` (each chunk's ``choices[0].token_ids`` holds
+that chunk's new ids), ``skip_special_tokens: false``, ``stop_token_ids``, sampling, ``logprobs``
+with ``return_tokens_as_token_ids`` (alternatives keyed ``"token_id:N"``), ``cache_salt`` (the
+tenant's) and JSON / regex constraints in ``structured_outputs`` (the ``guided_*`` fields were
+removed in v0.12 and would be ignored). The usage chunk (``choices: []``) carries
+``prompt_tokens_details.cached_tokens`` when vLLM runs with ``--enable-prompt-tokens-details``; the
+connector holds the finishing delta until it arrives, so the final usage has the engine's count.
+Cancelling closes the HTTP stream: vLLM aborts a request whose client went away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
+from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
+
+__all__ = ["VLLMEngine", "vllm_body"]
+
+_FINISH = {"stop": "stop", "length": "length"}
+
+
+def vllm_body(req: EngineRequest, model: str | None = None) -> dict[str, Any]:
+    """The ``/v1/completions`` request body for ``req``."""
+    body: dict[str, Any] = {
+        "prompt": list(req.token_ids),
+        "max_tokens": req.max_tokens,
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "return_token_ids": True,
+        "skip_special_tokens": False,
+        "stop_token_ids": list(req.stop_token_ids),
+        "request_id": req.request_id,
+    }
+    if model is not None:
+        body["model"] = model
+    if req.seed is not None:
+        body["seed"] = req.seed
+    if req.logprobs is not None:
+        body["logprobs"] = req.logprobs
+        body["return_tokens_as_token_ids"] = True
+    if req.cache_salt:
+        body["cache_salt"] = req.cache_salt
+    so = structured_output(req)
+    if so is not None:
+        kind, value = so
+        body["structured_outputs"] = {"json_object": True} if kind == "json_object" else {kind: value}
+    return body
+
+
+def _token_id(key: Any) -> int:
+    if isinstance(key, str) and key.startswith("token_id:"):
+        return int(key[9:])
+    raise EngineError("protocol", f"vLLM logprob token {key!r} is not 'token_id:N' (return_tokens_as_token_ids)")
+
+
+def _logprobs(lp: Any, n: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """Completions logprobs ``{tokens, token_logprobs, top_logprobs}`` as CompletionStream pairs."""
+    if not isinstance(lp, dict):
+        return None
+    values: Sequence[Any] = lp.get("token_logprobs") or []
+    tops: Sequence[Any] = lp.get("top_logprobs") or [None] * len(values)
+    if len(values) != n or len(tops) != n:
+        return None
+    out = []
+    for value, top in zip(values, tops):
+        alts = [(_token_id(k), float(v)) for k, v in (top or {}).items()]
+        out.append((float(value) if value is not None else 0.0, alts))
+    return out
+
+
+def _ids(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
+        raise EngineError("protocol", f"vLLM token_ids is not a list of token ids: {str(value)[:200]}")
+    return value
+
+
+class VLLMEngine(HTTPEngine):
+    """A vLLM server (see the module docstring). Arguments as :class:`HTTPEngine`."""
+
+    path = "/v1/completions"
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        """Stream ``request`` from vLLM."""
+        return self._generate(request)
+
+    async def _generate(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
+        async with self.stream(self.path, vllm_body(req, self.model)) as response:
+            held: EngineDelta | None = None
+            prompt: int | None = None
+            async for obj in sse_objects(response):
+                err = obj.get("error")
+                if err:
+                    message = err.get("message") if isinstance(err, dict) else str(err)
+                    raise EngineError("failed", f"engine error: {message}")
+                if isinstance(obj.get("usage"), dict) and held is not None:
+                    usage = obj["usage"]
+                    details = usage.get("prompt_tokens_details") or {}
+                    yield EngineDelta(held.token_ids, held.logprobs, held.finish, usage.get("prompt_tokens", prompt),
+                                      details.get("cached_tokens"))
+                    return
+                choices = obj.get("choices") or []
+                if not choices or held is not None:
+                    continue  # nothing new, or ids after the finish: an engine's finish is final
+                c = choices[0]
+                if prompt is None and isinstance(c.get("prompt_token_ids"), list):
+                    prompt = len(c["prompt_token_ids"])
+                ids = _ids(c.get("token_ids"))
+                lps = _logprobs(c.get("logprobs"), len(ids)) if req.logprobs is not None else None
+                reason = c.get("finish_reason")
+                if reason is not None:
+                    finish = _FINISH.get(reason)
+                    if finish is None:
+                        raise EngineError("failed", f"vLLM ended the request: finish_reason {reason!r} "
+                                                    f"(stop_reason {c.get('stop_reason')!r})")
+                    held = EngineDelta(ids, lps, finish, prompt)
+                elif ids:
+                    yield EngineDelta(ids, lps, None, prompt)
+            if held is None:
+                raise EngineError("unavailable", "vLLM closed the stream before the output finished")
+            yield held

@@ -1,0 +1,369 @@
+"""One generation, for any of the three APIs: prepared request → engine → stream or response.
+
+:class:`Job` holds what one request needs; :func:`run` drives it over raw ASGI ``send``:
+
+- a stream's HTTP head is sent with the engine's first delta, so an engine that fails before it
+  gets the API's own error status and body; after it, failures end the stream with the API's
+  in-stream error (:mod:`recipe.serve.errors`);
+- ``CompletionStream`` is opened with the engine's prompt / cached-token counts from the first delta
+  (else the router's estimate); a count the engine reports only at the end (vLLM's usage chunk)
+  replaces it in the final usage;
+- a stream that ends on EOS or a stop sequence closes the engine stream at once; so do a client
+  disconnect and the timeouts (:class:`~recipe.serve.guard.Guard`), which abort the engine request;
+- Responses: the answered turn is stored before the final event is sent, so the client's next turn
+  (``previous_response_id``) always finds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from recipe.api.prepared import PreparedRequest
+from recipe.jsonfmt import dumps_wire
+from recipe.output.driver import CompletionStream, response
+from recipe.serve.config import Timeouts
+from recipe.serve.engines.base import Engine, EngineDelta, EngineError, EngineRequest
+from recipe.serve.errors import ServeError, error_json, from_engine_error, stream_error
+from recipe.serve.guard import Guard
+from recipe.serve.metrics import Metrics
+from recipe.store.conversations import ConversationStore, remember
+
+__all__ = ["Job", "run", "json_response", "Send"]
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+_LIFECYCLE = frozenset({"response.created", "response.in_progress", "response.completed", "response.incomplete"})
+
+
+@dataclass(slots=True)
+class Job:
+    """One generation request.
+
+    Attributes:
+        api: ``chat`` | ``responses`` | ``messages``.
+        prep: the prepared request.
+        body: the request body as sent (Responses: what the store saves).
+        engine: the replica's engine; ``replica`` its name.
+        response_id: the response id (also the ``x-request-id`` / ``request-id`` header).
+        cache_salt: the tenant's salt for the engine.
+        cached_estimate: the router's cached-token estimate, used when the engine reports none.
+        store: the tenant's conversation store (Responses), or None.
+        started: ``time.perf_counter()`` at request arrival.
+    """
+
+    api: str
+    prep: PreparedRequest
+    body: Mapping[str, Any]
+    engine: Engine
+    replica: str
+    response_id: str
+    cache_salt: str | None
+    cached_estimate: int
+    store: ConversationStore | None
+    metrics: Metrics
+    timeouts: Timeouts
+    started: float
+    headers: list[tuple[bytes, bytes]]
+
+
+def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
+    rid = job.response_id.encode()
+    return [(b"x-request-id", rid), (b"request-id", rid), (b"x-recipe-replica", job.replica.encode()), *job.headers]
+
+
+async def json_response(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+    """Send ``body`` as a whole JSON response (``x-should-retry: false`` on 4xx other than 429)."""
+    data = dumps_wire(body)
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers]
+    if 400 <= status < 500 and status != 429:
+        head.append((b"x-should-retry", b"false"))
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _aclose(it: AsyncIterator[EngineDelta]) -> None:
+    close = getattr(it, "aclose", None)
+    if close is not None:
+        try:
+            await asyncio.shield(close())
+        except (Exception, asyncio.CancelledError):  # an engine's cleanup must not mask the outcome
+            pass
+
+
+class _Usage:
+    """The engine's counts seen so far."""
+
+    __slots__ = ("prompt", "cached", "completion")
+
+    def __init__(self, prompt: int, cached: int) -> None:
+        self.prompt, self.cached, self.completion = prompt, cached, 0
+
+
+def _patch_usage(api: str, payloads: list[dict[str, Any]], prompt: int, cached: int) -> None:
+    """Rewrite the cached-token fields of the final payloads (an engine that reports at the end)."""
+    for p in payloads:
+        if api == "chat":
+            u = p.get("usage")
+            if isinstance(u, dict):
+                u["prompt_tokens_details"] = {**(u.get("prompt_tokens_details") or {}), "cached_tokens": cached}
+                u["prompt_cache_hit_tokens"], u["prompt_cache_miss_tokens"] = cached, prompt - cached
+        elif api == "responses":
+            if p.get("type") in _LIFECYCLE and isinstance(p["response"].get("usage"), dict):
+                p["response"]["usage"]["input_tokens_details"]["cached_tokens"] = cached
+        elif p.get("type") == "message_delta":
+            u = p["usage"]
+            if "input_tokens" in u:
+                u["input_tokens"] = prompt - cached
+            u["cache_read_input_tokens"] = cached
+
+
+class _ResponsesState:
+    """Responses bookkeeping: lifecycle fields, the failure event's inputs, the final object."""
+
+    __slots__ = ("prev", "store", "seq", "base", "output", "final")
+
+    def __init__(self, body: Mapping[str, Any], storing: bool) -> None:
+        self.prev = body.get("previous_response_id")
+        self.store = storing
+        self.seq = 0
+        self.base: dict[str, Any] | None = None
+        self.output: list[Any] = []
+        self.final: dict[str, Any] | None = None
+
+    def see(self, payloads: list[dict[str, Any]]) -> None:
+        for p in payloads:
+            t = p["type"]
+            if t in _LIFECYCLE:
+                r = p["response"]
+                r["previous_response_id"] = self.prev
+                r["store"] = self.store
+                if self.base is None:
+                    self.base = r
+                if t in ("response.completed", "response.incomplete"):
+                    self.final = r
+            elif t == "response.output_item.done":
+                self.output.append(p["item"])
+        if payloads:
+            self.seq = payloads[-1]["sequence_number"] + 1
+
+    def state(self) -> dict[str, Any]:
+        return {"seq": self.seq, "response": self.base, "output": self.output}
+
+
+def _timeout_error(guard: Guard) -> EngineError:
+    why = guard.reason or "total"
+    return EngineError("timeout", f"engine timed out: no {'first token' if why == 'first_token' else 'delta' if why == 'idle' else 'end'} "
+                                  f"within {guard.timeout_of(why)} s ({why.replace('_', ' ')} timeout)")
+
+
+def _delta_error(d: EngineDelta) -> EngineError:
+    return EngineError("failed", d.message or f"engine ended the request: {d.finish}")
+
+
+def _count(job: Job, usage: _Usage) -> None:
+    m, api = job.metrics, job.api
+    m.prompt_tokens.labels(api).inc(usage.prompt)
+    m.cached_tokens.labels(api).inc(usage.cached)
+    m.completion_tokens.labels(api).inc(usage.completion)
+
+
+async def _save(job: Job, final: Mapping[str, Any] | None) -> None:
+    """Store a Responses turn (in a thread: SQLite and Redis block); a failing store is counted,
+    the answer still goes out."""
+    if job.store is None or final is None or job.api != "responses":
+        return
+    try:
+        await asyncio.to_thread(remember, job.store, job.body, final)
+    except Exception:  # StoreUnavailable, sqlite3.Error
+        job.metrics.store_errors.inc()
+        job.metrics.errors.labels(job.api, "store_unavailable").inc()
+
+
+async def run(job: Job, receive: Receive | None, send: Send) -> None:
+    """Generate ``job`` and answer it over ``send`` (stream or JSON, by ``job.prep.stream``)."""
+    guard = Guard(job.timeouts, receive)
+    try:
+        if job.prep.stream:
+            await _stream(job, guard, send)
+        else:
+            await _whole(job, guard, send)
+    finally:
+        guard.close()
+        job.metrics.generation.labels(job.api).observe(time.perf_counter() - job.started)
+
+
+async def _first(job: Job, it: AsyncIterator[EngineDelta]) -> EngineDelta:
+    t0 = time.perf_counter()
+    try:
+        d = await it.__anext__()
+    except StopAsyncIteration:
+        raise EngineError("protocol", "the engine closed the stream before producing anything") from None
+    job.metrics.engine_latency.labels(job.replica).observe(time.perf_counter() - t0)
+    return d
+
+
+async def _pre_stream_error(job: Job, send: Send, err: ServeError) -> None:
+    job.metrics.errors.labels(job.api, err.kind).inc()
+    status, body = error_json(job.api, err)
+    job.metrics.requests.labels(job.api, str(status)).inc()
+    await json_response(send, status, body, _id_headers(job))
+
+
+async def _stream(job: Job, guard: Guard, send: Send) -> None:
+    api, prep, m = job.api, job.prep, job.metrics
+    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt))
+    started = False
+    rstate = _ResponsesState(job.body, job.store is not None and job.body.get("store") is not False) if api == "responses" else None
+    usage = _Usage(len(prep.token_ids), 0)
+    try:
+        try:
+            d = await _first(job, it)
+            guard.touch()
+        except EngineError as exc:
+            await _aclose(it)
+            return await _pre_stream_error(job, send, from_engine_error(exc))
+        cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
+        usage.cached = min(max(cached, 0), usage.prompt)
+        cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id)
+        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
+        started = True
+        m.requests.labels(api, "200").inc()
+        out = cs.start()
+        first_byte = True
+        while True:
+            if d.token_ids:
+                out += cs.push(d.token_ids, d.logprobs)
+                usage.completion += len(d.token_ids)
+            if d.cached_tokens is not None and min(d.cached_tokens, usage.prompt) != usage.cached:
+                usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
+                if cs.finished:
+                    _patch_usage(api, out, usage.prompt, usage.cached)
+            if d.finish is not None and not cs.finished:
+                if d.finish not in ("stop", "length"):
+                    raise _delta_error(d)
+                out += cs.finish(d.finish)
+            if cs.finished:
+                guard.disarm()
+                await _aclose(it)  # EOS, a stop sequence or the engine's finish: stop generating now
+                if rstate is not None:
+                    rstate.see(out)
+                    await _save(job, rstate.final)
+            elif rstate is not None:
+                rstate.see(out)
+            data = cs.sse(out)
+            if data:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+                if first_byte:
+                    first_byte = False
+                    m.ttft.labels(api).observe(time.perf_counter() - job.started)
+            if cs.finished:
+                break
+            out = []
+            try:
+                d = await it.__anext__()
+            except StopAsyncIteration:
+                raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
+            guard.touch()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        _count(job, usage)
+    except asyncio.CancelledError:
+        if not guard.absorb():
+            raise
+        await _aclose(it)
+        if guard.reason == "disconnect":
+            m.errors.labels(api, "disconnect").inc()
+            return
+        await _fail(job, send, started, from_engine_error(_timeout_error(guard)), rstate)
+    except EngineError as exc:
+        guard.disarm()
+        await _aclose(it)
+        await _fail(job, send, started, from_engine_error(exc), rstate)
+    finally:
+        await _aclose(it)
+
+
+async def _fail(job: Job, send: Send, started: bool, err: ServeError, rstate: _ResponsesState | None) -> None:
+    if not started:
+        return await _pre_stream_error(job, send, err)
+    job.metrics.errors.labels(job.api, err.kind).inc()
+    data = stream_error(job.api, err, rstate.state() if rstate is not None else None)
+    try:
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except OSError:  # the client left meanwhile
+        pass
+
+
+async def _whole(job: Job, guard: Guard, send: Send) -> None:
+    """Collect the whole output, then answer the response object (engine stopped early on a stop
+    sequence, as in a stream)."""
+    api, prep, m = job.api, job.prep, job.metrics
+    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt))
+    ids: list[int] = []
+    lps: list[Any] | None = [] if prep.conversation.sampling.logprobs else None
+    watch = CompletionStream(prep, response_id=job.response_id) if prep.parsing.stop_sequences else None
+    usage = _Usage(len(prep.token_ids), -1)
+    finish = "stop"
+    try:
+        d = await _first(job, it)
+        guard.touch()
+        while True:
+            if d.cached_tokens is not None:
+                usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
+            if d.token_ids:
+                ids.extend(d.token_ids)
+                if lps is not None:
+                    if d.logprobs is not None and len(d.logprobs) == len(d.token_ids):
+                        lps.extend(d.logprobs)
+                    else:  # an engine that does not report them: none at all rather than made-up ones
+                        lps = None
+                if watch is not None:
+                    watch.push(d.token_ids)
+            if d.finish is not None:
+                if d.finish not in ("stop", "length"):
+                    raise _delta_error(d)
+                finish = d.finish
+                break
+            if watch is not None and watch.finished:
+                break
+            try:
+                d = await it.__anext__()
+            except StopAsyncIteration:
+                raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
+            guard.touch()
+        guard.disarm()
+        await _aclose(it)
+        if usage.cached < 0:
+            usage.cached = min(job.cached_estimate, usage.prompt)
+        usage.completion = len(ids)
+        body = response(prep, ids, finish=finish, logprobs=lps, prompt_tokens=usage.prompt, cached_tokens=usage.cached,
+                        response_id=job.response_id)
+        if api == "responses":
+            body["previous_response_id"] = job.body.get("previous_response_id")
+            body["store"] = job.store is not None and job.body.get("store") is not False
+            if body["store"]:
+                await _save(job, body)
+        m.requests.labels(api, "200").inc()
+        await json_response(send, 200, body, _id_headers(job))
+        m.ttft.labels(api).observe(time.perf_counter() - job.started)
+        _count(job, usage)
+    except asyncio.CancelledError:
+        if not guard.absorb():
+            raise
+        await _aclose(it)
+        if guard.reason == "disconnect":
+            m.errors.labels(api, "disconnect").inc()
+            return
+        await _pre_stream_error(job, send, from_engine_error(_timeout_error(guard)))
+    except EngineError as exc:
+        guard.disarm()
+        await _aclose(it)
+        await _pre_stream_error(job, send, from_engine_error(exc))
+    finally:
+        await _aclose(it)

@@ -1,0 +1,114 @@
+"""One request's watchdog: client disconnect and the engine timeouts, as a cancellation.
+
+The request's task runs the whole generation; a :class:`Guard` cancels it when the client goes away
+(its own ``receive()`` watcher, independent of the ASGI server's spec version) or when a deadline
+passes (first token, idle gap between deltas, total), and records why in :attr:`Guard.reason`.
+One timer and one watcher task per request; a delta costs one clock read (:meth:`Guard.touch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any, Awaitable, Callable
+
+from recipe.serve.config import Timeouts
+
+__all__ = ["Guard"]
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class Guard:
+    """Cancels the current task on disconnect or timeout.
+
+    Attributes:
+        reason: None, ``"disconnect"``, or the timeout that fired (``"first_token"``, ``"idle"``,
+            ``"total"``).
+        disconnected: the client went away.
+    """
+
+    __slots__ = ("_task", "_loop", "_handle", "_watcher", "_first_end", "_total_end", "_idle", "last", "reason",
+                 "disconnected", "timeouts", "_armed")
+
+    def __init__(self, timeouts: Timeouts, receive: Receive | None) -> None:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("Guard must be created inside a task")
+        self._task = task
+        self._loop = loop = asyncio.get_running_loop()
+        self.timeouts = timeouts
+        now = loop.time()
+        self._first_end = now + timeouts.first_token if timeouts.first_token else math.inf
+        self._total_end = now + timeouts.total if timeouts.total else math.inf
+        self._idle = timeouts.idle or math.inf
+        self.last: float | None = None
+        self.reason: str | None = None
+        self.disconnected = False
+        self._armed = True
+        due = min(self._first_end, self._total_end)
+        self._handle = loop.call_at(due, self._check) if due < math.inf else None
+        self._watcher = loop.create_task(self._watch(receive)) if receive is not None else None
+
+    def touch(self) -> None:
+        """An engine delta arrived (resets the idle deadline)."""
+        self.last = self._loop.time()
+
+    def _due(self) -> tuple[float, str]:
+        if self.last is None:
+            return (self._first_end, "first_token") if self._first_end <= self._total_end else (self._total_end, "total")
+        idle_end = self.last + self._idle
+        return (idle_end, "idle") if idle_end <= self._total_end else (self._total_end, "total")
+
+    def _check(self) -> None:
+        self._handle = None
+        if not self._armed:
+            return
+        due, why = self._due()
+        if self._loop.time() >= due:
+            self._fire(why)
+        elif due < math.inf:
+            self._handle = self._loop.call_at(due, self._check)
+
+    def _fire(self, why: str) -> None:
+        if self.reason is None:
+            self.reason = why
+            self._task.cancel()
+
+    async def _watch(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message.get("type") == "http.disconnect":
+                self.disconnected = True
+                if self._armed:
+                    self._fire("disconnect")
+                return
+
+    def disarm(self) -> None:
+        """Stop the timers and stop cancelling (the generation is over); disconnects are still noted."""
+        self._armed = False
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def absorb(self) -> bool:
+        """After catching the CancelledError this guard caused: undo the cancellation request and
+        return True; False when the cancellation came from elsewhere (re-raise it then)."""
+        if self.reason is None:
+            return False
+        uncancel = getattr(self._task, "uncancel", None)
+        if uncancel is not None:
+            uncancel()
+        self.disarm()
+        return True
+
+    def timeout_of(self, why: str) -> float | None:
+        """The configured seconds of the timeout named ``why``."""
+        return {"first_token": self.timeouts.first_token, "idle": self.timeouts.idle, "total": self.timeouts.total}.get(why)
+
+    def close(self) -> None:
+        """Release the timer and the watcher."""
+        self.disarm()
+        if self._watcher is not None:
+            self._watcher.cancel()
+            self._watcher = None

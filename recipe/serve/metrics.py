@@ -1,0 +1,57 @@
+"""``GET /metrics``: the server's counters and histograms in the Prometheus text format.
+
+One registry per app (prometheus_client), so two apps in one process never share counts.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["Metrics", "CONTENT_TYPE"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Metrics:
+    """The server's metrics (names prefixed ``recipe_``).
+
+    Attributes:
+        requests: ``recipe_requests_total{api, status}`` — generation requests answered, by HTTP status
+            (200 for a stream that started, whatever happened later).
+        errors: ``recipe_errors_total{api, type}`` — errors by kind (``invalid_request``, ``timeout``,
+            ``engine_failed`` …, ``disconnect`` for clients that left mid-generation), before or
+            during a stream.
+        prompt_tokens, cached_tokens, completion_tokens: ``recipe_*_tokens_total{api}``.
+        ttft: ``recipe_time_to_first_token_seconds{api}`` — request arrival to the first output
+            byte (a stream's first frame, or the whole response when not streamed).
+        engine_latency: ``recipe_engine_latency_seconds{replica}`` — engine request to its first delta.
+        generation: ``recipe_generation_seconds{api}`` — request arrival to the end of the answer.
+        in_flight: ``recipe_in_flight_requests`` — generation requests being served.
+        routed: ``recipe_routed_requests_total{replica}``; index_errors: ``recipe_prefix_index_errors_total``;
+        store_errors: ``recipe_store_errors_total``.
+    """
+
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter("recipe_requests", "Generation requests answered", ["api", "status"], registry=r)
+        self.errors = Counter("recipe_errors", "Errors by type", ["api", "type"], registry=r)
+        self.prompt_tokens = Counter("recipe_prompt_tokens", "Prompt tokens", ["api"], registry=r)
+        self.cached_tokens = Counter("recipe_cached_tokens", "Prompt tokens served from the prefix cache", ["api"], registry=r)
+        self.completion_tokens = Counter("recipe_completion_tokens", "Completion tokens", ["api"], registry=r)
+        self.ttft = Histogram("recipe_time_to_first_token_seconds", "Request arrival to the first output byte",
+                              ["api"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.engine_latency = Histogram("recipe_engine_latency_seconds", "Engine request to its first delta",
+                                        ["replica"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.generation = Histogram("recipe_generation_seconds", "Request arrival to the end of the answer",
+                                    ["api"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.in_flight = Gauge("recipe_in_flight_requests", "Generation requests being served", registry=r)
+        self.routed = Counter("recipe_routed_requests", "Requests routed to each replica", ["replica"], registry=r)
+        self.index_errors = Counter("recipe_prefix_index_errors", "Prefix index lookups that failed (routed by load)", registry=r)
+        self.store_errors = Counter("recipe_store_errors", "Conversation store operations that failed", registry=r)
+
+    def render(self) -> bytes:
+        """The exposition text (``text/plain; version=0.0.4``)."""
+        return generate_latest(self.registry)

@@ -1,0 +1,281 @@
+"""The ASGI app: Chat Completions, Responses and Messages over any engine (Starlette, run by uvicorn).
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/responses/{id}``,
+``POST /v1/messages``, ``POST /v1/messages/count_tokens``, ``GET /v1/models``, ``GET /health``,
+``GET /metrics``. The three generation routes are raw ASGI handlers (one code path,
+:mod:`recipe.serve.generation`): key → tenant (401), concurrency limit (429 / 529), body read with
+its size limit (413, before parsing), ``prepare`` (the API's own 400), routing to a replica, then
+the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from recipe.api.encoder import new_response_id
+from recipe.errors import RequestError
+from recipe.options import DEFAULT_OPTIONS, Options
+from recipe.output.driver import ENCODERS
+from recipe.pipeline import prepare
+from recipe.serve.config import ServeConfig
+from recipe.serve.engines import as_engine
+from recipe.serve.engines.base import Engine
+from recipe.serve.errors import ServeError, error_json
+from recipe.serve.generation import Job, json_response, run
+from recipe.serve.metrics import CONTENT_TYPE, Metrics
+from recipe.serve.pool import ReplicaPool
+from recipe.serve.tenants import Tenant, Tenants
+from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
+
+__all__ = ["app", "ServerState"]
+
+#: Path -> API of the generation routes.
+API_PATHS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+
+
+class ServerState:
+    """Everything the routes share: engines, options, store, tenants, metrics, in-flight count."""
+
+    def __init__(self, pool: ReplicaPool, options: Options, config: ServeConfig, store: ConversationStore,
+                 tenants: Tenants, metrics: Metrics) -> None:
+        self.pool, self.options, self.config, self.store = pool, options, config, store
+        self.tenants, self.metrics = tenants, metrics
+        self.in_flight = 0
+        self.count_options = replace(options, context_limit=1 << 62)
+
+    def scoped(self, tenant: Tenant) -> ConversationStore:
+        """The tenant's view of the conversation store."""
+        return self.store if not tenant.name else ScopedStore(self.store, tenant.name)
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for k, v in scope["headers"]:
+        if k == name:
+            return v.decode("latin-1")
+    return None
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its request body was read."""
+
+
+async def _read_body(receive: Any, limit: int, declared: str | None) -> bytes:
+    """The whole request body; 413 past ``limit`` (from Content-Length, before reading, or while reading)."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ServeError("too_large", f"Request body too large: {declared} bytes, the limit is {limit} bytes.")
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ServeError("too_large", f"Request body too large: over {limit} bytes, the limit is {limit} bytes.")
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+class GenerationRoute:
+    """The raw ASGI handler of one generation API."""
+
+    def __init__(self, api: str, state: ServerState) -> None:
+        self.api = api
+        self.state = state
+        self.prefix = ENCODERS[api].id_prefix
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        st, api, m = self.state, self.api, self.state.metrics
+        started = time.perf_counter()
+        response_id = new_response_id(self.prefix)
+        ids = [(b"x-request-id", response_id.encode()), (b"request-id", response_id.encode())]
+        counted = False
+        try:
+            tenant = st.tenants.authenticate(_header(scope, b"authorization"), _header(scope, b"x-api-key"))
+            if tenant is None:
+                raise ServeError("authentication", "Incorrect API key provided." if (
+                    _header(scope, b"authorization") or _header(scope, b"x-api-key")) else "Missing API key.")
+            limit = st.config.max_concurrency
+            if limit is not None and st.in_flight >= limit:
+                raise ServeError("overloaded", f"The server is overloaded: {limit} requests in flight. Retry later.")
+            st.in_flight += 1
+            counted = True
+            m.in_flight.inc()
+            raw = await _read_body(receive, st.options.max_body_bytes, _header(scope, b"content-length"))
+            store = st.scoped(tenant)
+            if len(raw) > st.config.prepare_inline_bytes or (api == "responses" and b"previous_response_id" in raw):
+                prep = await asyncio.to_thread(prepare, raw, api, options=st.options, store=store)
+            else:
+                prep = prepare(raw, api, options=st.options, store=store)
+            route = await st.pool.route(prep.token_ids, tenant.salt, prep.model)
+            if route.index_failed:
+                m.index_errors.inc()
+            replica = route.replica
+            m.routed.labels(replica.name).inc()
+            job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
+                      replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
+                      m, st.config.timeouts, started, [])
+            replica.in_flight += 1
+            replica.served += 1
+            try:
+                await run(job, receive, send)
+            finally:
+                replica.in_flight -= 1
+        except (ServeError, RequestError) as err:
+            kind = err.kind if isinstance(err, ServeError) else "invalid_request" if err.status < 500 else "internal"
+            if isinstance(err, RequestError) and err.status == 413:
+                kind = "too_large"
+            status, body = error_json(api, err)
+            m.errors.labels(api, kind).inc()
+            m.requests.labels(api, str(status)).inc()
+            await json_response(send, status, body, ids)
+        except StoreUnavailable as exc:
+            m.store_errors.inc()
+            status, body = error_json(api, ServeError("store_unavailable", str(exc)))
+            m.errors.labels(api, "store_unavailable").inc()
+            m.requests.labels(api, str(status)).inc()
+            await json_response(send, status, body, ids)
+        except _ClientGone:
+            return
+        finally:
+            if counted:
+                st.in_flight -= 1
+                m.in_flight.dec()
+
+
+def _body(raw: bytes) -> dict[str, Any]:
+    """The parsed body for the store (``prepare`` already accepted it, so it is a JSON object)."""
+    from recipe.jsonfmt import loads_request
+
+    return loads_request(raw)
+
+
+def _error(request: Request, api: str, err: ServeError | RequestError) -> Response:
+    status, body = error_json(api, err)
+    return JSONResponse(body, status_code=status)
+
+
+def _tenant(request: Request, st: ServerState, api: str) -> Tenant | Response:
+    tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
+    if tenant is None:
+        return _error(request, api, ServeError("authentication", "Incorrect API key provided."))
+    return tenant
+
+
+def _routes(st: ServerState) -> list[Route]:
+    async def get_response(request: Request) -> Response:
+        tenant = _tenant(request, st, "responses")
+        if isinstance(tenant, Response):
+            return tenant
+        rid = request.path_params["response_id"]
+        try:
+            rec = await asyncio.to_thread(st.scoped(tenant).load, rid)
+        except StoreUnavailable as exc:
+            st.metrics.store_errors.inc()
+            return _error(request, "responses", ServeError("store_unavailable", str(exc)))
+        if rec is None:
+            return _error(request, "responses", ServeError("not_found", f"Response with id '{rid}' not found.", "response_id"))
+        body = rec.response if isinstance(rec.response, dict) else {
+            "id": rec.id, "object": "response", "created_at": rec.created_at, "status": "completed", "model": rec.model,
+            "output": list(rec.output_items), "previous_response_id": rec.previous_response_id}
+        return JSONResponse(body)
+
+    async def count_tokens(request: Request) -> Response:
+        tenant = _tenant(request, st, "messages")
+        if isinstance(tenant, Response):
+            return tenant
+        raw = await request.body()
+        try:
+            prep = await asyncio.to_thread(prepare, raw, "messages", options=st.count_options)
+        except RequestError as err:
+            return _error(request, "messages", err)
+        return JSONResponse({"input_tokens": len(prep.token_ids)})
+
+    async def models(request: Request) -> Response:
+        tenant = _tenant(request, st, "chat")
+        if isinstance(tenant, Response):
+            return tenant
+        names = sorted({*st.options.models, *st.options.aliases})
+        if request.headers.get("anthropic-version"):
+            data = [{"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"} for n in names]
+            return JSONResponse({"data": data, "has_more": False, "first_id": names[0] if names else None,
+                                 "last_id": names[-1] if names else None})
+        return JSONResponse({"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "recipe"}
+                                                       for n in names]})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "replicas": [r.name for r in st.pool.replicas], "in_flight": st.in_flight})
+
+    async def metrics(request: Request) -> Response:
+        return Response(st.metrics.render(), media_type=CONTENT_TYPE)
+
+    routes = [Route(path, GenerationRoute(api, st), methods=["POST"]) for path, api in API_PATHS.items()]
+    return [
+        *routes,
+        Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+
+
+def app(
+    engine: Any = None,
+    *,
+    options: Options = DEFAULT_OPTIONS,
+    config: ServeConfig = ServeConfig(),
+    store: ConversationStore | None = None,
+    index: Any = None,
+    tenants: Tenants | None = None,
+    engines: Sequence[Any] | None = None,
+) -> Starlette:
+    """The server as an ASGI app (run it with uvicorn, or mount it in another app).
+
+    Args:
+        engine: an :class:`~recipe.serve.engines.base.Engine`, an engine spec string (``demo``,
+            ``replay:FILE``, ``vllm+http://HOST:PORT``, ``sglang+http://HOST:PORT``), or a Python
+            callable (``async def fn(request)`` yielding deltas or id lists); None: the demo engine.
+        engines: several of those: a replica pool (overrides ``engine``).
+        options: conversion options (model table, aliases, body-size limit …).
+        config: timeouts, concurrency limit and the rest (:class:`~recipe.serve.config.ServeConfig`).
+        store: the conversation store for ``previous_response_id`` (default: in memory).
+        index: the prefix index for routing (default: in memory).
+        tenants: API keys (default: open).
+
+    Raises:
+        ValueError: a bad engine spec.
+    """
+    specs = list(engines) if engines else [engine]
+    built: list[Engine] = [as_engine(e, config.timeouts) for e in specs]
+    pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance)
+    st = ServerState(pool, options, config, store if store is not None else MemoryStore(), tenants or Tenants(), Metrics())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]
+        yield
+        await pool.aclose()
+        close = getattr(st.store, "close", None)
+        if close is not None:
+            close()
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        api = "messages" if request.url.path.startswith("/v1/messages") else "chat"
+        return _error(request, api, ServeError("not_found", f"Unknown route: {request.method} {request.url.path}"))
+
+    application = Starlette(routes=_routes(st), lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
+    application.state.recipe = st
+    return application
+

@@ -1,0 +1,118 @@
+"""Tenants: ``--api-keys FILE`` maps API keys to tenants, each with a prefix-cache salt.
+
+A tenant's salt reaches its block keys (the prefix index namespace and routing) and the engine's
+``cache_salt``, and its stored responses live under its own scope, so no tenant ever hits another's
+cache or reads another's response. Without a key file the server is open: no key is checked, no salt
+is used, one shared scope.
+
+The file is JSON — ``{"KEY": "tenant"}`` or ``{"KEY": {"tenant": "t", "salt": "s"}}`` — or text,
+one ``KEY TENANT [SALT]`` per line (``#`` starts a comment). Several keys may share a tenant. A
+tenant without a salt gets one derived from its name (43 base64url characters of SHA-256, the form
+vLLM recommends for ``cache_salt``). Keys are read from ``Authorization: Bearer KEY`` (OpenAI, and
+Anthropic SDKs 2.x) or ``x-api-key: KEY`` (Anthropic 0.x).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Tenant", "Tenants", "derive_salt", "OPEN"]
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """One tenant: its name (the store scope) and its cache salt (None: no salt, the open server)."""
+
+    name: str
+    salt: str | None
+
+
+#: The tenant of every request on an open server (no key file).
+OPEN = Tenant("", None)
+
+
+def derive_salt(tenant: str) -> str:
+    """The default cache salt of ``tenant``: 43 base64url characters (256 bits) of SHA-256."""
+    digest = hashlib.sha256(b"recipe/tenant-salt\x00" + tenant.encode("utf-8")).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+class Tenants:
+    """API key -> :class:`Tenant` (keys held only as SHA-256 digests).
+
+    Args:
+        keys: key -> tenant; None makes the server open.
+    """
+
+    def __init__(self, keys: Mapping[str, Tenant] | None = None) -> None:
+        self.open = keys is None
+        self._by_digest = {_digest(k): t for k, t in (keys or {}).items()}
+
+    def __len__(self) -> int:
+        return len(self._by_digest)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Tenants:
+        """Read a key file (see the module docstring).
+
+        Raises:
+            ValueError: unreadable file, bad JSON shape, a bad line, an empty key or tenant, or no key.
+        """
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"api keys file {path}: {exc}") from None
+        keys: dict[str, Tenant] = {}
+        if text.lstrip().startswith("{"):
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"api keys file {path}: {exc}") from None
+            for key, value in data.items():
+                if isinstance(value, str):
+                    name, salt = value, None
+                elif isinstance(value, dict) and isinstance(value.get("tenant"), str):
+                    name, salt = value["tenant"], value.get("salt")
+                else:
+                    raise ValueError(f"api keys file {path}: key entries are a tenant name or {{\"tenant\", \"salt\"}}")
+                keys[key] = cls._tenant(path, key, name, salt)
+        else:
+            for n, line in enumerate(text.splitlines(), 1):
+                fields = line.split("#", 1)[0].split()
+                if not fields:
+                    continue
+                if len(fields) not in (2, 3):
+                    raise ValueError(f"{path}:{n}: want KEY TENANT [SALT]")
+                keys[fields[0]] = cls._tenant(f"{path}:{n}", fields[0], fields[1], fields[2] if len(fields) == 3 else None)
+        if not keys:
+            raise ValueError(f"api keys file {path}: no keys")
+        return cls(keys)
+
+    @staticmethod
+    def _tenant(where: object, key: str, name: str, salt: object) -> Tenant:
+        if not key or not name or salt is not None and (not isinstance(salt, str) or not salt):
+            raise ValueError(f"{where}: keys and tenants must be non-empty strings, salts non-empty strings")
+        return Tenant(name, salt if isinstance(salt, str) else derive_salt(name))
+
+    def authenticate(self, authorization: str | None, x_api_key: str | None) -> Tenant | None:
+        """The tenant of a request's key (:data:`OPEN` on an open server), None for a missing or
+        unknown key."""
+        if self.open:
+            return OPEN
+        key = x_api_key
+        if authorization:
+            scheme, _, value = authorization.partition(" ")
+            if scheme.lower() == "bearer" and value.strip():
+                key = value.strip()
+        if not key:
+            return None
+        return self._by_digest.get(_digest(key))
