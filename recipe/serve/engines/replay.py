@@ -36,6 +36,7 @@ from recipe.tokenizer import Tokenizer, load_tokenizer
 __all__ = ["ReplayTurn", "ReplayEngine", "parse_turn", "load_turns"]
 
 _FINISHES = ("stop", "length", "error")
+_DEFAULT_MESSAGE = "replay: scripted engine failure"
 _FIELDS = frozenset({"text", "ids", "finish", "cached_tokens", "chunk", "delay_ms", "stall_ms", "message"})
 
 
@@ -49,7 +50,7 @@ class ReplayTurn:
     chunk: int = 1
     delay_ms: float = 0.0
     stall_ms: float = 0.0
-    message: str = "replay: scripted engine failure"
+    message: str = _DEFAULT_MESSAGE
 
 
 def _number(obj: dict[str, Any], key: str, where: str, *, integer: bool, minimum: float) -> Any:
@@ -87,7 +88,7 @@ def parse_turn(obj: Any, tokenizer: Tokenizer, where: str = "turn") -> ReplayTur
     finish = obj.get("finish", "stop")
     if finish not in _FINISHES:
         raise ValueError(f"{where}: finish must be one of {', '.join(_FINISHES)}")
-    message = obj.get("message", ReplayTurn.message)
+    message = obj.get("message", _DEFAULT_MESSAGE)
     if not isinstance(message, str):
         raise ValueError(f"{where}: message must be a string")
     cached = _number(obj, "cached_tokens", where, integer=True, minimum=0)

@@ -1,0 +1,170 @@
+"""Running recipe's server for tests: uvicorn on 127.0.0.1 port 0 (in a thread, or ``recipe serve``
+as a subprocess), replay scripts, a Redis server, and an SSE reader for raw streams.
+
+Everything binds loopback only, uses port 0, and stops by itself at the end of its ``with`` block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+EOS = "<｜end▁of▁sentence｜>"
+MODEL = "deepseek-v4-pro"
+
+
+def dsml_call(name: str, **params: Any) -> str:
+    """A DeepSeek-V4 DSML tool-call block (strings raw, other values as JSON)."""
+    body = "".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                   f'{v if isinstance(v, str) else json.dumps(v)}</｜DSML｜parameter>\n' for k, v in params.items())
+    return f'\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="{name}">\n{body}</｜DSML｜invoke>\n</｜DSML｜tool_calls>'
+
+
+#: Thinking-mode turns of an agent loop: call get_weather, then answer.
+TOOL_TURN = "I need the weather first.</think>" + dsml_call("get_weather", city="Paris") + EOS
+ANSWER_TURN = "The tool answered.</think>It is sunny in Paris, 21 degrees." + EOS
+ANSWER_TEXT = "It is sunny in Paris, 21 degrees."
+
+
+def write_replay(path: Path, turns: list[dict[str, Any]]) -> Path:
+    """Write a replay JSONL file."""
+    path.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in turns), encoding="utf-8")
+    return path
+
+
+class Running:
+    """A running server: ``url`` (no trailing slash) and its ASGI ``app``."""
+
+    def __init__(self, url: str, app: Any, server: uvicorn.Server) -> None:
+        self.url, self.app, self.server = url, app, server
+
+    @property
+    def state(self) -> Any:
+        return self.app.state.recipe
+
+
+@contextmanager
+def running(app: Any, graceful: float = 2.0) -> Iterator[Running]:
+    """Serve ``app`` with uvicorn on 127.0.0.1, port 0, in a thread, for the ``with`` block."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="error", lifespan="on", timeout_graceful_shutdown=graceful)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield Running(f"http://127.0.0.1:{port}", app, server)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()
+
+
+@contextmanager
+def cli_server(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``python -m recipe serve --port 0 ARGS…`` as a subprocess; yields (url, process). Stopped with
+    SIGTERM (then killed) at the end of the block."""
+    cmd = [sys.executable, "-m", "recipe", "serve", "--host", "127.0.0.1", "--port", "0", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    try:
+        line = ""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line or proc.poll() is not None:
+                break
+        m = re.search(r"listening on (http://\S+)", line)
+        if m is None:
+            proc.kill()
+            out, err = proc.communicate(timeout=10)
+            raise RuntimeError(f"recipe serve did not start: {line!r} {err[-2000:]!r}")
+        yield m.group(1), proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
+    """(event name, data) of each SSE event in ``raw``."""
+    out = []
+    for block in raw.decode("utf-8").split("\n\n"):
+        if not block.strip():
+            continue
+        event, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+        out.append((event, "\n".join(data)))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A real ``redis-server`` on 127.0.0.1 (no persistence); yields its URL. Skips without one
+    (fails under CI=true, where .ci/run installs it)."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("redis-server is not on PATH but CI=true: install it (apt-get install -y redis-server)")
+        pytest.skip("redis-server is not on PATH")
+    import redis
+
+    port = free_port()
+    with tempfile.TemporaryDirectory() as workdir:
+        proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                 "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client = redis.Redis(port=port)
+            for _ in range(200):
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+            else:
+                pytest.fail("redis-server did not start")
+            client.close()
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
