@@ -169,10 +169,14 @@ def test_mid_stream_faults_are_the_sdks_in_stream_errors(kind, fault):
         want = {"close_mid_stream": "broke mid-stream", "stall": "timed out", "malformed": "malformed JSON",
                 "error_frame": "CUDA out of memory"}[fault]
         chunks = []
+        client = _oai(s.url)
+        t0 = time.perf_counter()
         with pytest.raises(openai.APIError) as info:
-            for c in _oai(s.url).chat.completions.create(**CHAT, stream=True):
+            for c in client.chat.completions.create(**CHAT, stream=True):
                 chunks.append(c)
         assert want in info.value.message and chunks and type(info.value) is openai.APIError
+        if fault == "stall":  # the idle timeout (0.3 s), not the first-token one (2 s)
+            assert "(idle timeout)" in info.value.message and time.perf_counter() - t0 < 1.8
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == TOK.decode(IDS[:6])
         with pytest.raises(anthropic.APIStatusError) as ainfo:
             with _ant(s.url).messages.stream(**MESSAGES) as stream:

@@ -52,7 +52,13 @@ class Guard:
 
     def touch(self) -> None:
         """An engine delta arrived (resets the idle deadline)."""
+        first = self.last is None
         self.last = self._loop.time()
+        if first and self._armed:  # from the first-token deadline to the idle one
+            if self._handle is not None:
+                self._handle.cancel()
+            due = min(self.last + self._idle, self._total_end)
+            self._handle = self._loop.call_at(due, self._check) if due < math.inf else None
 
     def _due(self) -> tuple[float, str]:
         if self.last is None:
