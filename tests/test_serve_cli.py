@@ -1,0 +1,90 @@
+"""``recipe serve`` as a command: flags, bad input (exit 2), aliases, the body-size limit, unknown
+routes, and graceful shutdown (SIGTERM drains in-flight streams, then the process exits 0)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+from serve_support import EOS, MODEL, cli_server, write_replay
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recipe", "serve", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--engine", "nope"], "unknown engine"),
+    (["--engine", "replay:/does/not/exist.jsonl"], "replay file"),
+    (["--store", "mysql://x"], "--store"),
+    (["--index", "etcd://x"], "--index"),
+    (["--alias", "x=gpt-4o"], "unknown target"),
+    (["--alias", "broken"], "NAME=TARGET"),
+    (["--max-concurrency", "0"], "integer >= 1"),
+    (["--idle-timeout", "-1"], "seconds"),
+])
+def test_bad_flags_exit_2_with_one_line(args, why, tmp_path):
+    r = _run("--port", "0", "--store", "memory", *args) if "--store" not in args else _run("--port", "0", *args)
+    assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
+
+
+def test_aliases_body_limit_and_unknown_routes(tmp_path):
+    script = write_replay(tmp_path / "r.jsonl", [{"text": "Hi." + EOS}])
+    with cli_server("--engine", f"replay:{script}", "--store", "memory", "--alias", "house=deepseek-v4-pro:chat",
+                    "--max-body-bytes", "4000") as (url, _):
+        with httpx.Client(base_url=url, timeout=10) as c:
+            r = c.post("/v1/chat/completions", json={"model": "house", "messages": [{"role": "user", "content": "x"}]})
+            assert r.status_code == 200 and r.json()["model"] == "house"
+            assert r.json()["choices"][0]["message"].get("reasoning_content") is None  # :chat, thinking off
+            assert "house" in {m["id"] for m in c.get("/v1/models").json()["data"]}
+            big = {"model": MODEL, "messages": [{"role": "user", "content": "x" * 5000}]}
+            r = c.post("/v1/chat/completions", json=big)
+            assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+            r = c.post("/v1/messages", json={**big, "max_tokens": 5})
+            assert r.status_code == 413 and r.json()["error"]["type"] == "request_too_large"
+            r = c.post("/v1/chat/completions", content=b"{not json")
+            assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+            r = c.get("/v1/nothing")
+            assert r.status_code == 404 and "Unknown route" in r.json()["error"]["message"]
+            assert c.get("/health").json()["status"] == "ok"
+
+
+def test_sigterm_drains_in_flight_streams_then_exits_0(tmp_path):
+    words = " ".join(f"w{i}" for i in range(60))
+    script = write_replay(tmp_path / "slow.jsonl", [{"text": words + EOS, "delay_ms": 15}])
+    with cli_server("--engine", f"replay:{script}", "--store", "memory", "--drain-seconds", "10") as (url, proc):
+        got: dict = {}
+
+        def stream() -> None:
+            with httpx.Client(base_url=url, timeout=20) as c:
+                with c.stream("POST", "/v1/chat/completions", json={
+                        "model": MODEL, "messages": [{"role": "user", "content": "go"}], "reasoning_effort": "none",
+                        "stream": True}) as r:
+                    text = []
+                    for line in r.iter_lines():
+                        if line.startswith("data: {"):
+                            got.setdefault("first", time.perf_counter())
+                            for ch in json.loads(line[6:])["choices"]:
+                                text.append(ch["delta"].get("content") or "")
+                        elif line == "data: [DONE]":
+                            got["done"] = True
+                    got["text"] = "".join(text)
+
+        t = threading.Thread(target=stream)
+        t.start()
+        deadline = time.monotonic() + 10
+        while "first" not in got and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        with pytest.raises(httpx.TransportError):  # no new connections once draining
+            httpx.get(f"{url}/health", timeout=2)
+        t.join(20)
+        assert proc.wait(timeout=20) == 0
+    assert got.get("done") and got["text"] == words
