@@ -29,9 +29,13 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     (["--max-concurrency", "0"], "integer >= 1"),
     (["--idle-timeout", "-1"], "seconds"),
 ])
-def test_bad_flags_exit_2_with_one_line(args, why, tmp_path):
-    r = _run("--port", "0", "--store", "memory", *args) if "--store" not in args else _run("--port", "0", *args)
-    assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
+def test_bad_flags_exit_2_with_one_line(args, why, capsys):
+    from recipe.cli.main import main
+
+    base = ["serve", "--port", "0"] + ([] if "--store" in args else ["--store", "memory"])
+    assert main(base + args) == 2
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_aliases_body_limit_and_unknown_routes(tmp_path):

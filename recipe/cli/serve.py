@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -148,5 +149,9 @@ def _run(ns: argparse.Namespace) -> int:
     server = uvicorn.Server(config)
     engines = ", ".join(r.name for r in application.state.recipe.pool.replicas)
     print(f"recipe serve: listening on http://{shown}:{port} (engines: {engines})", flush=True)
+    # uvicorn drains on SIGINT / SIGTERM, then re-raises the signal to the handler it found: make
+    # that a no-op, so a clean shutdown exits 0
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     server.run(sockets=[sock])
     return 0
