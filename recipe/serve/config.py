@@ -44,6 +44,9 @@ class ServeConfig:
         drain_seconds: at shutdown, how long in-flight streams may run before they are cut.
         max_imbalance: replica routing: the replica with the longest cached prefix is skipped for
             the least loaded one when it has this many more requests in flight. None: never.
+        coalesce_ms: stream frames that arrive within this many milliseconds of the previous write
+            are joined into one write (the first frame is never held; a decoding engine's deltas,
+            tens of milliseconds apart, are not delayed). 0 sends every frame on its own.
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -51,7 +54,10 @@ class ServeConfig:
     prepare_inline_bytes: int = 64 * 1024
     drain_seconds: float = 30.0
     max_imbalance: int | None = 32
+    coalesce_ms: float = 5.0
 
     def __post_init__(self) -> None:
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1 or None")
+        if not self.coalesce_ms >= 0:
+            raise ValueError("coalesce_ms must be >= 0")

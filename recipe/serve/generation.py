@@ -30,6 +30,7 @@ from recipe.serve.engines.base import Engine, EngineDelta, EngineError, EngineRe
 from recipe.serve.errors import ServeError, error_json, from_engine_error, stream_error
 from recipe.serve.guard import Guard
 from recipe.serve.metrics import Metrics
+from recipe.serve.writer import FrameWriter
 from recipe.store.conversations import ConversationStore, remember
 
 __all__ = ["Job", "run", "json_response", "Send"]
@@ -55,6 +56,7 @@ class Job:
         cached_estimate: the router's cached-token estimate, used when the engine reports none.
         store: the tenant's conversation store (Responses), or None.
         started: ``time.perf_counter()`` at request arrival.
+        coalesce: stream frames arriving within this many seconds share one write (0: never).
     """
 
     api: str
@@ -70,6 +72,7 @@ class Job:
     timeouts: Timeouts
     started: float
     headers: list[tuple[bytes, bytes]]
+    coalesce: float = 0.0
 
 
 def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
@@ -218,7 +221,7 @@ async def _pre_stream_error(job: Job, send: Send, err: ServeError) -> None:
 async def _stream(job: Job, guard: Guard, send: Send) -> None:
     api, prep, m = job.api, job.prep, job.metrics
     it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt))
-    started = False
+    writer: FrameWriter | None = None
     rstate = _ResponsesState(job.body, job.store is not None and job.body.get("store") is not False) if api == "responses" else None
     usage = _Usage(len(prep.token_ids), 0)
     try:
@@ -231,8 +234,8 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
         cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
         usage.cached = min(max(cached, 0), usage.prompt)
         cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id)
+        writer = FrameWriter(send, job.coalesce)
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
-        started = True
         m.requests.labels(api, "200").inc()
         out = cs.start()
         first_byte = True
@@ -258,7 +261,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                 rstate.see(out)
             data = cs.sse(out)
             if data:
-                await send({"type": "http.response.body", "body": data, "more_body": True})
+                await writer.write(data)
                 if first_byte:
                     first_byte = False
                     m.ttft.labels(api).observe(time.perf_counter() - job.started)
@@ -270,34 +273,36 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             except StopAsyncIteration:
                 raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
             guard.touch()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await writer.close()
         _count(job, usage)
     except asyncio.CancelledError:
         if not guard.absorb():
             raise
         await _aclose(it)
         if guard.reason == "disconnect":
+            if writer is not None:
+                writer.abandon()
             m.errors.labels(api, "disconnect").inc()
             return
-        await _fail(job, send, started, from_engine_error(_timeout_error(guard)), rstate)
+        await _fail(job, send, writer, from_engine_error(_timeout_error(guard)), rstate)
     except EngineError as exc:
         guard.disarm()
         await _aclose(it)
-        await _fail(job, send, started, from_engine_error(exc), rstate)
+        await _fail(job, send, writer, from_engine_error(exc), rstate)
     finally:
         await _aclose(it)
 
 
-async def _fail(job: Job, send: Send, started: bool, err: ServeError, rstate: _ResponsesState | None) -> None:
-    if not started:
+async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeError, rstate: _ResponsesState | None) -> None:
+    if writer is None:
         return await _pre_stream_error(job, send, err)
     job.metrics.errors.labels(job.api, err.kind).inc()
     data = stream_error(job.api, err, rstate.state() if rstate is not None else None)
     try:
-        await send({"type": "http.response.body", "body": data, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await writer.write(data)
+        await writer.close()
     except OSError:  # the client left meanwhile
-        pass
+        writer.abandon()
 
 
 async def _whole(job: Job, guard: Guard, send: Send) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -37,7 +38,9 @@ from recipe.serve.pool import ReplicaPool
 from recipe.serve.tenants import Tenant, Tenants
 from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
 
-__all__ = ["app", "ServerState"]
+__all__ = ["app", "ServerState", "RecipeApp"]
+
+_log = logging.getLogger(__name__)
 
 #: Path -> API of the generation routes.
 API_PATHS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
@@ -126,7 +129,7 @@ class GenerationRoute:
             m.routed.labels(replica.name).inc()
             job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
-                      m, st.config.timeouts, started, [])
+                      m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000)
             replica.in_flight += 1
             replica.served += 1
             try:
@@ -149,6 +152,14 @@ class GenerationRoute:
             await json_response(send, status, body, ids)
         except _ClientGone:
             return
+        except Exception as exc:  # a bug: logged, and the API's own 500 when nothing was sent yet
+            _log.exception("internal error in %s %s", scope.get("method"), scope.get("path"))
+            m.errors.labels(api, "internal").inc()
+            status, body = error_json(api, ServeError("internal", f"internal error: {type(exc).__name__}"))
+            try:
+                await json_response(send, status, body, ids)
+            except Exception:  # the response had started: the connection is closed by the server
+                pass
         finally:
             if counted:
                 st.in_flight -= 1
@@ -174,7 +185,7 @@ def _tenant(request: Request, st: ServerState, api: str) -> Tenant | Response:
     return tenant
 
 
-def _routes(st: ServerState) -> list[Route]:
+def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
     async def get_response(request: Request) -> Response:
         tenant = _tenant(request, st, "responses")
         if isinstance(tenant, Response):
@@ -221,7 +232,7 @@ def _routes(st: ServerState) -> list[Route]:
     async def metrics(request: Request) -> Response:
         return Response(st.metrics.render(), media_type=CONTENT_TYPE)
 
-    routes = [Route(path, GenerationRoute(api, st), methods=["POST"]) for path, api in API_PATHS.items()]
+    routes = [Route(path, handler, methods=["POST"]) for path, handler in direct.items()]
     return [
         *routes,
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
@@ -241,7 +252,7 @@ def app(
     index: Any = None,
     tenants: Tenants | None = None,
     engines: Sequence[Any] | None = None,
-) -> Starlette:
+) -> RecipeApp:
     """The server as an ASGI app (run it with uvicorn, or mount it in another app).
 
     Args:
@@ -275,7 +286,27 @@ def app(
         api = "messages" if request.url.path.startswith("/v1/messages") else "chat"
         return _error(request, api, ServeError("not_found", f"Unknown route: {request.method} {request.url.path}"))
 
-    application = Starlette(routes=_routes(st), lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
+    direct = {path: GenerationRoute(api, st) for path, api in API_PATHS.items()}
+    application = Starlette(routes=_routes(st, direct), lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
     application.state.recipe = st
-    return application
+    return RecipeApp(application, direct)
+
+
+class RecipeApp:
+    """The ASGI app: ``POST`` to a generation route goes straight to its handler (no middleware
+    between the engine's frames and the server); everything else (other routes, lifespan) to the
+    Starlette app. ``state`` and ``router`` are the Starlette app's."""
+
+    def __init__(self, starlette: Starlette, direct: dict[str, GenerationRoute]) -> None:
+        self.starlette = starlette
+        self.direct = direct
+        self.state = starlette.state
+        self.router = starlette.router
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            handler = self.direct.get(scope["path"])
+            if handler is not None:
+                return await handler(scope, receive, send)
+        await self.starlette(scope, receive, send)
 
