@@ -13,8 +13,10 @@ For each point (concurrent streams × ids per engine delta), interleaving the se
 
 - **throughput**: the engine sends deltas back to back (no delay); output tokens per second of server
   CPU time (user + system, read from /proc), i.e. per server core;
-- **latency**: the engine is paced (20 ms between deltas, as a decoding engine is); time to first byte
-  of the stream, p50 / p99; "added" = minus the baseline server's p50 at that concurrency.
+- **latency**: the engine is paced (20 ms between deltas, as a decoding engine is) and ``streams - 1``
+  streams run in the background while a probe sends fresh requests one after another: time to the
+  first byte of the probe's stream, p50 / p99; "added" = recipe's p99 minus the p50 of the same probe
+  against the baseline server (an HTTP round trip on a new connection).
 
 Prints medians [min–max] over the repetitions and the ratio recipe/anchor (> 1: recipe does more
 tokens per core). Targets (issue 13): ratio ≥ 2 at every point; recipe's added TTFT p99 ≤ 2 ms at 16
@@ -219,6 +221,47 @@ async def _load(addr: tuple[str, int], streams: int, seconds: float, body: bytes
     return done[0], ttfb
 
 
+async def _first_byte(addr: tuple[str, int], body: bytes) -> float:
+    """Seconds from sending a request on a fresh connection to the first byte of its body; then
+    hangs up (the server aborts the rest)."""
+    reader, writer = await asyncio.open_connection(*addr)
+    try:
+        t0 = time.perf_counter()
+        writer.write((f"POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+        headers = await reader.readuntil(b"\r\n\r\n")
+        if not headers.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(headers[:200])
+        await reader.readuntil(b"\r\n")  # the first chunk's size line: its data is on the way
+        return time.perf_counter() - t0
+    finally:
+        writer.close()
+
+
+async def _latency(addr: tuple[str, int], streams: int, seconds: float, body: bytes) -> list[float]:
+    """``streams - 1`` paced streams in the background, and one probe measuring time to first byte
+    of fresh requests, one after another, for ``seconds``."""
+    stop = time.perf_counter() + seconds
+    ttfb: list[float] = []
+
+    async def background() -> None:
+        c = Conn(addr)
+        try:
+            while time.perf_counter() < stop:
+                await c.post("/v1/chat/completions", body)
+        finally:
+            c.close()
+
+    async def probe() -> None:
+        await asyncio.sleep(min(0.5, seconds / 4))  # the background streams are under way
+        while time.perf_counter() < stop:
+            ttfb.append(await _first_byte(addr, body))
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(asyncio.gather(probe(), *(background() for _ in range(streams - 1))), seconds + 120)
+    return ttfb
+
+
 def _configure(server: Server, chunk: int, delay_ms: float) -> None:
     async def go() -> None:
         c = Conn(server.addr)
@@ -286,7 +329,7 @@ def main() -> None:
                     s = servers[k]
                     if k != "baseline":
                         _configure(s, chunk, PACED_MS)
-                    _, t = asyncio.run(_load(s.addr, streams, ns.seconds, body))
+                    t = asyncio.run(_latency(s.addr, streams if k != "baseline" else 1, ns.seconds, body))
                     p50[k].append(_pct(t, 50))
                     p99[k].append(_pct(t, 99))
             ratio = [a / b for a, b in zip(tput["recipe"], tput["anchor"])]

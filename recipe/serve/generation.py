@@ -32,6 +32,7 @@ from recipe.serve.guard import Guard
 from recipe.serve.metrics import Metrics
 from recipe.serve.writer import FrameWriter
 from recipe.store.conversations import ConversationStore, remember
+from recipe.tokenizer import Tokenizer
 
 __all__ = ["Job", "run", "json_response", "Send"]
 
@@ -57,6 +58,7 @@ class Job:
         store: the tenant's conversation store (Responses), or None.
         started: ``time.perf_counter()`` at request arrival.
         coalesce: stream frames arriving within this many seconds share one write (0: never).
+        tokenizer: the vocabulary (the encoding's default when None).
     """
 
     api: str
@@ -73,6 +75,7 @@ class Job:
     started: float
     headers: list[tuple[bytes, bytes]]
     coalesce: float = 0.0
+    tokenizer: Tokenizer | None = None
 
 
 def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
@@ -233,7 +236,8 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             return await _pre_stream_error(job, send, from_engine_error(exc))
         cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
         usage.cached = min(max(cached, 0), usage.prompt)
-        cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id)
+        cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id,
+                              tokenizer=job.tokenizer)
         writer = FrameWriter(send, job.coalesce)
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
         m.requests.labels(api, "200").inc()
@@ -259,9 +263,10 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                     await _save(job, rstate.final)
             elif rstate is not None:
                 rstate.see(out)
-            data = cs.sse(out)
+            data = cs.sse(out) if out or cs.finished else b""
             if data:
-                await writer.write(data)
+                if writer.hold(data):
+                    await writer.flush()
                 if first_byte:
                     first_byte = False
                     m.ttft.labels(api).observe(time.perf_counter() - job.started)
@@ -312,7 +317,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
     it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt))
     ids: list[int] = []
     lps: list[Any] | None = [] if prep.conversation.sampling.logprobs else None
-    watch = CompletionStream(prep, response_id=job.response_id) if prep.parsing.stop_sequences else None
+    watch = CompletionStream(prep, response_id=job.response_id, tokenizer=job.tokenizer) if prep.parsing.stop_sequences else None
     usage = _Usage(len(prep.token_ids), -1)
     finish = "stop"
     try:
@@ -348,7 +353,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
             usage.cached = min(job.cached_estimate, usage.prompt)
         usage.completion = len(ids)
         body = response(prep, ids, finish=finish, logprobs=lps, prompt_tokens=usage.prompt, cached_tokens=usage.cached,
-                        response_id=job.response_id)
+                        response_id=job.response_id, tokenizer=job.tokenizer)
         if api == "responses":
             body["previous_response_id"] = job.body.get("previous_response_id")
             body["store"] = job.store is not None and job.body.get("store") is not False

@@ -37,6 +37,7 @@ from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.tenants import Tenant, Tenants
 from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
+from recipe.tokenizer import load_tokenizer
 
 __all__ = ["app", "ServerState", "RecipeApp"]
 
@@ -55,6 +56,7 @@ class ServerState:
         self.tenants, self.metrics = tenants, metrics
         self.in_flight = 0
         self.count_options = replace(options, context_limit=1 << 62)
+        self.tokenizer = load_tokenizer()  # resolved once, not per request
 
     def scoped(self, tenant: Tenant) -> ConversationStore:
         """The tenant's view of the conversation store."""
@@ -119,9 +121,9 @@ class GenerationRoute:
             raw = await _read_body(receive, st.options.max_body_bytes, _header(scope, b"content-length"))
             store = st.scoped(tenant)
             if len(raw) > st.config.prepare_inline_bytes or (api == "responses" and b"previous_response_id" in raw):
-                prep = await asyncio.to_thread(prepare, raw, api, options=st.options, store=store)
+                prep = await asyncio.to_thread(prepare, raw, api, options=st.options, store=store, tokenizer=st.tokenizer)
             else:
-                prep = prepare(raw, api, options=st.options, store=store)
+                prep = prepare(raw, api, options=st.options, store=store, tokenizer=st.tokenizer)
             route = await st.pool.route(prep.token_ids, tenant.salt, prep.model)
             if route.index_failed:
                 m.index_errors.inc()
@@ -129,7 +131,7 @@ class GenerationRoute:
             m.routed.labels(replica.name).inc()
             job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
-                      m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000)
+                      m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer)
             replica.in_flight += 1
             replica.served += 1
             try:
@@ -209,7 +211,7 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
             return tenant
         raw = await request.body()
         try:
-            prep = await asyncio.to_thread(prepare, raw, "messages", options=st.count_options)
+            prep = await asyncio.to_thread(prepare, raw, "messages", options=st.count_options, tokenizer=st.tokenizer)
         except RequestError as err:
             return _error(request, "messages", err)
         return JSONResponse({"input_tokens": len(prep.token_ids)})

@@ -118,7 +118,9 @@ class DemoEngine:
             text = _ANSWER + EOS
         else:
             text = demo_text(prep.conversation, prep.parsing.starts_in_tool_calls)
-        tok = self._tok or load_tokenizer()
+        if self._tok is None:
+            self._tok = load_tokenizer()
+        tok = self._tok
         ids = tok.encode_with_special_tokens(text)[: req.max_tokens]
         finish = "stop" if ids and ids[-1] in req.stop_token_ids or not req.stop_token_ids else "length"
         for i, t in enumerate(ids):
