@@ -12,7 +12,7 @@ The small public surface::
 
 Each name is imported from its package on first use (PEP 562), so ``import recipe`` stays cheap and
 a process loads only the parts it touches. Packages, top to bottom (docs/architecture.md):
-``cli`` → ``pipeline``, ``output.driver`` → ``api`` → ``encodings``, ``schema``, ``cache``, ``store``
+``cli``, ``serve`` → ``pipeline``, ``output.driver`` → ``api`` → ``encodings``, ``schema``, ``cache``, ``store``
 → ``conversation``, ``prompt``, ``tokenizer``, ``jsonfmt``, ``options``, ``errors``.
 """
 
