@@ -174,9 +174,9 @@ def _delta_error(d: EngineDelta) -> EngineError:
 
 def _count(job: Job, usage: _Usage) -> None:
     m, api = job.metrics, job.api
-    m.prompt_tokens.labels(api).inc(usage.prompt)
-    m.cached_tokens.labels(api).inc(usage.cached)
-    m.completion_tokens.labels(api).inc(usage.completion)
+    m.child(m.prompt_tokens, api).inc(usage.prompt)
+    m.child(m.cached_tokens, api).inc(usage.cached)
+    m.child(m.completion_tokens, api).inc(usage.completion)
 
 
 async def _save(job: Job, final: Mapping[str, Any] | None) -> None:
@@ -188,7 +188,7 @@ async def _save(job: Job, final: Mapping[str, Any] | None) -> None:
         await asyncio.to_thread(remember, job.store, job.body, final)
     except Exception:  # StoreUnavailable, sqlite3.Error
         job.metrics.store_errors.inc()
-        job.metrics.errors.labels(job.api, "store_unavailable").inc()
+        job.metrics.child(job.metrics.errors, job.api, "store_unavailable").inc()
 
 
 async def run(job: Job, receive: Receive | None, send: Send) -> None:
@@ -201,7 +201,7 @@ async def run(job: Job, receive: Receive | None, send: Send) -> None:
             await _whole(job, guard, send)
     finally:
         guard.close()
-        job.metrics.generation.labels(job.api).observe(time.perf_counter() - job.started)
+        job.metrics.child(job.metrics.generation, job.api).observe(time.perf_counter() - job.started)
 
 
 async def _first(job: Job, it: AsyncIterator[EngineDelta]) -> EngineDelta:
@@ -210,14 +210,14 @@ async def _first(job: Job, it: AsyncIterator[EngineDelta]) -> EngineDelta:
         d = await it.__anext__()
     except StopAsyncIteration:
         raise EngineError("protocol", "the engine closed the stream before producing anything") from None
-    job.metrics.engine_latency.labels(job.replica).observe(time.perf_counter() - t0)
+    job.metrics.child(job.metrics.engine_latency, job.replica).observe(time.perf_counter() - t0)
     return d
 
 
 async def _pre_stream_error(job: Job, send: Send, err: ServeError) -> None:
-    job.metrics.errors.labels(job.api, err.kind).inc()
+    job.metrics.child(job.metrics.errors, job.api, err.kind).inc()
     status, body = error_json(job.api, err)
-    job.metrics.requests.labels(job.api, str(status)).inc()
+    job.metrics.child(job.metrics.requests, job.api, str(status)).inc()
     await json_response(send, status, body, _id_headers(job))
 
 
@@ -240,7 +240,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                               tokenizer=job.tokenizer)
         writer = FrameWriter(send, job.coalesce)
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
-        m.requests.labels(api, "200").inc()
+        m.child(m.requests, api, "200").inc()
         out = cs.start()
         first_byte = True
         while True:
@@ -269,7 +269,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                     await writer.flush()
                 if first_byte:
                     first_byte = False
-                    m.ttft.labels(api).observe(time.perf_counter() - job.started)
+                    m.child(m.ttft, api).observe(time.perf_counter() - job.started)
             if cs.finished:
                 break
             out = []
@@ -287,7 +287,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
         if guard.reason == "disconnect":
             if writer is not None:
                 writer.abandon()
-            m.errors.labels(api, "disconnect").inc()
+            m.child(m.errors, api, "disconnect").inc()
             return
         await _fail(job, send, writer, from_engine_error(_timeout_error(guard)), rstate)
     except EngineError as exc:
@@ -301,7 +301,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
 async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeError, rstate: _ResponsesState | None) -> None:
     if writer is None:
         return await _pre_stream_error(job, send, err)
-    job.metrics.errors.labels(job.api, err.kind).inc()
+    job.metrics.child(job.metrics.errors, job.api, err.kind).inc()
     data = stream_error(job.api, err, rstate.state() if rstate is not None else None)
     try:
         await writer.write(data)
@@ -359,16 +359,16 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
             body["store"] = job.store is not None and job.body.get("store") is not False
             if body["store"]:
                 await _save(job, body)
-        m.requests.labels(api, "200").inc()
+        m.child(m.requests, api, "200").inc()
         await json_response(send, 200, body, _id_headers(job))
-        m.ttft.labels(api).observe(time.perf_counter() - job.started)
+        m.child(m.ttft, api).observe(time.perf_counter() - job.started)
         _count(job, usage)
     except asyncio.CancelledError:
         if not guard.absorb():
             raise
         await _aclose(it)
         if guard.reason == "disconnect":
-            m.errors.labels(api, "disconnect").inc()
+            m.child(m.errors, api, "disconnect").inc()
             return
         await _pre_stream_error(job, send, from_engine_error(_timeout_error(guard)))
     except EngineError as exc:

@@ -5,6 +5,8 @@ One registry per app (prometheus_client), so two apps in one process never share
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -51,6 +53,15 @@ class Metrics:
         self.routed = Counter("recipe_routed_requests", "Requests routed to each replica", ["replica"], registry=r)
         self.index_errors = Counter("recipe_prefix_index_errors", "Prefix index lookups that failed (routed by load)", registry=r)
         self.store_errors = Counter("recipe_store_errors", "Conversation store operations that failed", registry=r)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, memoised (prometheus_client's lookup takes a lock each time)."""
+        key = (id(metric), labels)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = metric.labels(*labels)
+        return c
 
     def render(self) -> bytes:
         """The exposition text (``text/plain; version=0.0.4``)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,7 +24,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from recipe.api.encoder import new_response_id
 from recipe.errors import RequestError
 from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.output.driver import ENCODERS
@@ -70,6 +70,14 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
+_ALNUM = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def _new_id(prefix: str) -> str:
+    """``prefix`` + 29 random ``[A-Za-z0-9]`` (one ``os.urandom`` call; the encoders' id shape)."""
+    return prefix + bytes(_ALNUM[b % 62] for b in os.urandom(29)).decode("ascii")
+
+
 class _ClientGone(Exception):
     """The client disconnected before its request body was read."""
 
@@ -104,7 +112,7 @@ class GenerationRoute:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         st, api, m = self.state, self.api, self.state.metrics
         started = time.perf_counter()
-        response_id = new_response_id(self.prefix)
+        response_id = _new_id(self.prefix)
         ids = [(b"x-request-id", response_id.encode()), (b"request-id", response_id.encode())]
         counted = False
         try:
@@ -128,7 +136,7 @@ class GenerationRoute:
             if route.index_failed:
                 m.index_errors.inc()
             replica = route.replica
-            m.routed.labels(replica.name).inc()
+            m.child(m.routed, replica.name).inc()
             job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
                       m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer)
@@ -143,20 +151,20 @@ class GenerationRoute:
             if isinstance(err, RequestError) and err.status == 413:
                 kind = "too_large"
             status, body = error_json(api, err)
-            m.errors.labels(api, kind).inc()
-            m.requests.labels(api, str(status)).inc()
+            m.child(m.errors, api, kind).inc()
+            m.child(m.requests, api, str(status)).inc()
             await json_response(send, status, body, ids)
         except StoreUnavailable as exc:
             m.store_errors.inc()
             status, body = error_json(api, ServeError("store_unavailable", str(exc)))
-            m.errors.labels(api, "store_unavailable").inc()
-            m.requests.labels(api, str(status)).inc()
+            m.child(m.errors, api, "store_unavailable").inc()
+            m.child(m.requests, api, str(status)).inc()
             await json_response(send, status, body, ids)
         except _ClientGone:
             return
         except Exception as exc:  # a bug: logged, and the API's own 500 when nothing was sent yet
             _log.exception("internal error in %s %s", scope.get("method"), scope.get("path"))
-            m.errors.labels(api, "internal").inc()
+            m.child(m.errors, api, "internal").inc()
             status, body = error_json(api, ServeError("internal", f"internal error: {type(exc).__name__}"))
             try:
                 await json_response(send, status, body, ids)

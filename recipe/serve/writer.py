@@ -3,8 +3,9 @@
 A stream's first frame goes out at once (time to first token is never delayed); a later frame is
 sent at once too when the previous write is at least ``window`` seconds old — the normal case for a
 decoding engine, whose deltas come tens of milliseconds apart. Only frames arriving faster than
-that (bursts, a batched engine, a backed-up connection) wait, at most ``window``, and are joined
-into one write: one ASGI message, one HTTP chunk, one system call instead of many.
+that (bursts, a batched engine, a busy server) are held, and joined into one write — one ASGI
+message, one HTTP chunk, one system call instead of many — sent with the first frame after the
+window, or by a timer after two windows if the stream pauses.
 """
 
 from __future__ import annotations
@@ -39,16 +40,17 @@ class FrameWriter:
         self.wrote = False  #: True once any byte went out
 
     def hold(self, data: bytes) -> bool:
-        """Queue ``data``; True when it must be sent now (await :meth:`flush`), i.e. the last write
-        is ``window`` old; otherwise a timer sends it within the window. Cheaper than :meth:`write`
-        on the hot path (no coroutine when nothing is sent)."""
+        """Queue ``data``; True when it must be sent now (await :meth:`flush`): the last write is
+        ``window`` old. Otherwise it is held: the next piece that comes after the window sends it,
+        and a timer sends it if none comes within two windows (an engine that paused). Cheap on the
+        hot path: no coroutine, no task, at most one timer per held run."""
         self._buf.append(data)
         if self._busy:
             return False  # the running flush takes it
         if self._loop.time() - self._last >= self._window:
             return True
         if self._timer is None:
-            self._timer = self._loop.call_at(self._last + self._window, self._on_timer)
+            self._timer = self._loop.call_at(self._last + 2 * self._window, self._on_timer)
         return False
 
     async def write(self, data: bytes) -> None:
@@ -63,8 +65,12 @@ class FrameWriter:
 
     def _on_timer(self) -> None:
         self._timer = None
-        if self._buf and not self._busy:
-            self._task = self._loop.create_task(self._flush())
+        if not self._buf or self._busy:
+            return
+        if self._loop.time() - self._last >= 2 * self._window:
+            self._task = self._loop.create_task(self._flush())  # the stream paused: send what waits
+        else:  # written since the timer was set: wait for the next piece, or this timer again
+            self._timer = self._loop.call_at(self._last + 2 * self._window, self._on_timer)
 
     async def _flush(self) -> None:
         self._busy = True

@@ -1,0 +1,68 @@
+"""FrameWriter: the first frame goes out at once, a burst is joined into one write, a paused stream
+still gets what was held (within two windows), order is kept, and window 0 never holds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from recipe.serve.writer import FrameWriter
+
+
+def _run(window: float, script):
+    sent: list[tuple[float, bytes]] = []
+
+    async def send(message):
+        if message.get("body") or not message.get("more_body", False):
+            sent.append((time.perf_counter(), message.get("body", b"")))
+
+    async def main():
+        w = FrameWriter(send, window)
+        t0 = time.perf_counter()
+        await script(w)
+        await w.close()
+        return t0
+
+    t0 = asyncio.run(main())
+    return [(t - t0, b) for t, b in sent]
+
+
+def test_first_frame_at_once_then_a_burst_is_one_write():
+    async def script(w):
+        for i in range(10):
+            await w.write(b"%d," % i)
+
+    sent = _run(0.05, script)
+    assert [b for _, b in sent] == [b"0,", b"1,2,3,4,5,6,7,8,9,", b""]  # the rest at close, joined
+
+
+def test_a_paused_stream_gets_its_held_frames_within_two_windows():
+    async def script(w):
+        await w.write(b"a")
+        await w.write(b"b")  # held: the window has not passed
+        await asyncio.sleep(0.3)  # the engine pauses
+        await w.write(b"c")
+
+    sent = _run(0.05, script)
+    assert [b for _, b in sent] == [b"a", b"b", b"c", b""]
+    assert 0.05 <= sent[1][0] < 0.25  # the timer sent "b" during the pause, not at "c"
+
+
+def test_frames_spaced_wider_than_the_window_are_never_held():
+    async def script(w):
+        for i in range(4):
+            await w.write(b"%d" % i)
+            await asyncio.sleep(0.03)
+
+    sent = _run(0.01, script)
+    assert [b for _, b in sent] == [b"0", b"1", b"2", b"3", b""]
+    gaps = [b[0] - a[0] for a, b in zip(sent, sent[1:4])]
+    assert all(g >= 0.025 for g in gaps)
+
+
+def test_window_zero_sends_every_frame():
+    async def script(w):
+        for i in range(5):
+            await w.write(b"%d" % i)
+
+    assert [b for _, b in _run(0.0, script)] == [b"0", b"1", b"2", b"3", b"4", b""]
