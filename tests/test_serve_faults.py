@@ -284,3 +284,20 @@ def test_a_stop_sequence_closes_the_engine_stream_at_once():
         text = "".join(ch.choices[0].delta.content or "" for ch in _oai(s.url).chat.completions.create(**CHAT, stop=["sunny"], stream=True)
                        if ch.choices)
         assert text == "The weather in Paris is " and engine.aborted == 2 and engine.active == 0
+
+
+def test_validation_errors_name_the_field_in_each_apis_shape():
+    engine = ReplayEngine(load_turns([{"text": ANSWER + EOS}]))
+    with running(recipe.serve.app(engine)) as s:
+        with pytest.raises(openai.BadRequestError) as info:
+            _oai(s.url).chat.completions.create(**CHAT, temperature=5)
+        assert info.value.param == "temperature" and info.value.status_code == 400
+        with pytest.raises(openai.BadRequestError) as rinfo:
+            _oai(s.url).responses.create(model="gpt-4o", input="hi")
+        assert rinfo.value.param == "model"
+        with pytest.raises(anthropic.BadRequestError) as ainfo:
+            _ant(s.url).messages.create(**{**MESSAGES, "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})
+        assert ainfo.value.body["type"] == "error" and ainfo.value.body["error"]["type"] == "invalid_request_error"
+        assert "messages.0.content.0.tool_use_id" in ainfo.value.body["error"]["message"]
+        assert engine.played == 0  # nothing reached the engine
+        assert _oai(s.url).chat.completions.create(**CHAT).choices[0].message.content == ANSWER
