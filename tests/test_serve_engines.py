@@ -186,3 +186,17 @@ SCHEMAS = [
 @pytest.mark.parametrize("schema", SCHEMAS)
 def test_demo_arguments_are_valid_for_their_schema(schema):
     jsonschema.validate(example_value(schema), schema)
+
+
+def test_vllm_cached_tokens_reported_at_the_end_reach_every_apis_final_usage():
+    """vLLM reports cached tokens only in its closing usage chunk: the stream opened without them
+    and the final usage of each API carries them."""
+    ids = TOK.encode_with_special_tokens("Fine." + EOS)
+    with served("vllm", Script(ids, cached=8)) as (s, _):
+        with anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0).messages.stream(
+                model=MODEL, max_tokens=50, messages=QUESTION, thinking={"type": "disabled"}) as stream:
+            m = stream.get_final_message()
+        assert m.usage.cache_read_input_tokens == 8 and m.usage.input_tokens > 0 and m.content[0].text == "Fine."
+        with _oai(s.url).responses.stream(model=MODEL, input="Hi there. " * 10, reasoning={"effort": "none"}) as stream:
+            r = stream.get_final_response()
+        assert r.usage.input_tokens_details.cached_tokens == 8 and r.output_text == "Fine."

@@ -235,7 +235,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             await _aclose(it)
             return await _pre_stream_error(job, send, from_engine_error(exc))
         cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
-        usage.cached = min(max(cached, 0), usage.prompt)
+        usage.cached = opened_cached = min(max(cached, 0), usage.prompt)
         cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id,
                               tokenizer=job.tokenizer)
         writer = FrameWriter(send, job.coalesce)
@@ -247,15 +247,15 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             if d.token_ids:
                 out += cs.push(d.token_ids, d.logprobs)
                 usage.completion += len(d.token_ids)
-            if d.cached_tokens is not None and min(d.cached_tokens, usage.prompt) != usage.cached:
+            if d.cached_tokens is not None:
                 usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
-                if cs.finished:
-                    _patch_usage(api, out, usage.prompt, usage.cached)
             if d.finish is not None and not cs.finished:
                 if d.finish not in ("stop", "length"):
                     raise _delta_error(d)
                 out += cs.finish(d.finish)
             if cs.finished:
+                if usage.cached != opened_cached:  # a count the engine reported after the start
+                    _patch_usage(api, out, usage.prompt, usage.cached)
                 guard.disarm()
                 await _aclose(it)  # EOS, a stop sequence or the engine's finish: stop generating now
                 if rstate is not None:
