@@ -80,12 +80,18 @@ def test_sigterm_drains_in_flight_streams_then_exits_0(tmp_path):
                             got["done"] = True
                     got["text"] = "".join(text)
 
-        t = threading.Thread(target=stream)
+        def guarded() -> None:
+            try:
+                stream()
+            except Exception as exc:  # shown by the assertion below
+                got["error"] = repr(exc)
+
+        t = threading.Thread(target=guarded)
         t.start()
         deadline = time.monotonic() + 60  # a loaded machine: the first request warms the vocabulary
         while "first" not in got and time.monotonic() < deadline and t.is_alive():
             time.sleep(0.01)
-        assert "first" in got, "the stream did not start"
+        assert "first" in got, f"the stream did not start: {got.get('error')}"
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         with pytest.raises(httpx.TransportError):  # no new connections once draining

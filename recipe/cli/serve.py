@@ -139,6 +139,7 @@ def _run(ns: argparse.Namespace) -> int:
         sock = socket.socket(socket.AF_INET6 if ":" in ns.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((ns.host, ns.port))
+        sock.listen(2048)  # connections queue from now on, so the line below means "connectable"
     except OSError as exc:
         print(f"recipe serve: cannot listen on {ns.host}:{ns.port}: {exc.strerror}", file=sys.stderr)
         return 2
