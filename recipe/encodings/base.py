@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from recipe.conversation import Conversation, ParsingOptions
     from recipe.output.events import OutputEvent
     from recipe.prompt import Prompt
+    from recipe.schema.turn import GrammarBuilder
     from recipe.tokenizer import Tokenizer
 
 __all__ = ["Encoding", "OutputParser", "ParserFactory"]
@@ -76,6 +77,8 @@ class Encoding:
         stop_tokens: spellings of the tokens that end an output (EOS first).
         models: the API model names mapped to this encoding by default (matched exactly).
         tokenizer: the family's default vocabulary (``() -> Tokenizer``, built once per process).
+        grammar: the family's output-grammar builder (``(TurnSpec, Tokenizer) -> GrammarParts``,
+            :mod:`recipe.schema.turn`) for constrained decoding; None when the family has none.
     """
 
     name: str
@@ -87,6 +90,7 @@ class Encoding:
     stop_tokens: tuple[str, ...]
     models: tuple[str, ...]
     tokenizer: Callable[[], Tokenizer]
+    grammar: GrammarBuilder | None = None
 
     def stop_ids(self, tokenizer: Tokenizer | None = None) -> tuple[int, ...]:
         """Ids of :attr:`stop_tokens` in ``tokenizer`` (default: the family's vocabulary); a stop

@@ -4,6 +4,7 @@
 - ``reference.encode_messages(...)`` / ``encode_messages_to_ids(...)``: DeepSeek's public reference
   encoder semantics (``encoding_dsv4.py``) for training and evaluation pipelines.
 - ``output.OutputParser``: completion token ids -> output events.
+- ``grammar.build_grammar(spec, tokenizer)``: the grammar of an assistant turn (constrained decoding).
 
 The parser and the reference encoder are imported on first use, so looking the record up costs
 only the renderer.
@@ -22,9 +23,10 @@ from recipe.tokenizer import load_tokenizer
 if TYPE_CHECKING:
     from recipe.conversation import ParsingOptions
     from recipe.encodings.deepseek_v4.output import OutputParser
+    from recipe.schema.turn import GrammarParts, TurnSpec
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["ENCODING", "new_parser", "encode_messages", "encode_messages_to_ids"]
+__all__ = ["ENCODING", "new_parser", "encode_messages", "encode_messages_to_ids", "grammar"]
 
 
 def new_parser(
@@ -54,6 +56,13 @@ def encode_messages_to_ids(*args: Any, **kwargs: Any) -> list[int]:
     return run(*args, **kwargs)
 
 
+def grammar(spec: TurnSpec, tokenizer: Tokenizer) -> GrammarParts:
+    """The DSML grammar of a V4 assistant turn; see :func:`.grammar.build_grammar`."""
+    from recipe.encodings.deepseek_v4.grammar import build_grammar
+
+    return build_grammar(spec, tokenizer)
+
+
 #: The DeepSeek-V4 family record (model table rows: V4-Pro and V4-Flash, both spellings).
 ENCODING = Encoding(
     name="deepseek_v4",
@@ -65,4 +74,5 @@ ENCODING = Encoding(
     stop_tokens=(EOS,),
     models=("DeepSeek-V4-Pro", "DeepSeek-V4-Flash", "deepseek-v4-pro", "deepseek-v4-flash"),
     tokenizer=load_tokenizer,
+    grammar=grammar,
 )
