@@ -155,12 +155,16 @@ class OutputConstraint:
             ``tool_call_required_after_reasoning`` (same schema; a tool call must follow the
             reasoning) and ``tool_call_or_format`` (``{"tools": [...], "format": {"kind", "schema"}}``).
         schema: the constraint text, exactly as deepseek-recipe 0.2.0 prints it.
+        grammar: the grammar of the whole assistant turn (an ``OutputGrammar``,
+            :mod:`recipe.schema.turn`: Lark, structural tag, engine fields), set by ``prepare``
+            when the model family has a grammar builder; None otherwise. Not part of equality.
     """
 
     kind: Literal[
         "json", "regex", "tool_call", "tool_call_required", "tool_call_required_after_reasoning", "tool_call_or_format"
     ]
     schema: str
+    grammar: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +216,8 @@ class Conversation:
         max_tokens: completion-token limit (None = not given).
         stop: stop sequences (content only).
         sampling: sampling settings.
+        parallel_tool_calls: more than one tool call per turn is allowed (the request's
+            ``parallel_tool_calls`` / ``disable_parallel_tool_use``); read by the output grammar only.
     """
 
     messages: tuple[Message, ...]
@@ -223,3 +229,4 @@ class Conversation:
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
     sampling: Sampling = field(default_factory=Sampling)
+    parallel_tool_calls: bool = True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -155,7 +155,15 @@ def prepare(
     prompt = family.render(conversation)
     tok = tokenizer or family.tokenizer()
     ids = encode_prompt(tok, prompt, _default_cache if cache == "default" else cache)
+    parsing = parsing_options(conversation)
     constraint = output_constraint(conversation)
+    if constraint is not None and family.grammar is not None:
+        from recipe.schema.constrain import grammar_for  # loaded by constrained requests only
+
+        try:
+            constraint = replace(constraint, grammar=grammar_for(family, conversation, parsing, tok))
+        except (ValueError, RecursionError):  # a schema the builder cannot follow: parity strings only
+            pass
     return PreparedRequest(
         api=api,
         model=request.model,
@@ -164,7 +172,7 @@ def prepare(
         conversation=conversation,
         prompt=prompt,
         token_ids=ids,
-        parsing=parsing_options(conversation),
+        parsing=parsing,
         output_constraint=constraint,
         stream=bool(getattr(request, "stream", False)),
         engine=_engine_params(api, conversation, len(ids), family.stop_ids(tok), constraint, options),

@@ -207,6 +207,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         max_tokens=max_tokens,
         stop=stop,
         sampling=sampling,
+        parallel_tool_calls=req.parallel_tool_calls is not False,
     )
 
 

@@ -235,6 +235,7 @@ class ChatCompletionRequest(WireModel):
     top_logprobs: U32 | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
+    parallel_tool_calls: Any = None  # not type-checked (deepseek-recipe ignores it); False = one call
 
 
 def parse_chat_request(body: Any) -> ChatCompletionRequest:

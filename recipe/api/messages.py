@@ -414,4 +414,5 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         max_tokens=max_tokens,
         stop=stop,
         sampling=sampling,
+        parallel_tool_calls=not getattr(tc, "disable_parallel_tool_use", None),
     )

@@ -409,4 +409,5 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         max_tokens=max_tokens,
         stop=(),
         sampling=sampling,
+        parallel_tool_calls=req.parallel_tool_calls is not False,
     )

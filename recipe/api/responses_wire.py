@@ -451,6 +451,7 @@ class ResponsesRequest(WireModel):
     top_logprobs: U8 | None = None
     stream: bool | None = None
     user: str | None = None
+    parallel_tool_calls: Any = None  # not type-checked (deepseek-recipe ignores it); False = one call
 
     @field_validator("input", mode="before")
     @classmethod

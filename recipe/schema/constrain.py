@@ -44,6 +44,7 @@ _lock = threading.Lock()
 _grammars: OrderedDict[str, OutputGrammar] = OrderedDict()
 _compiled: OrderedDict[str, Any] = OrderedDict()
 _ll_tokenizers: dict[str, Any] = {}
+_default_toks: dict[str, Tokenizer] = {}
 
 
 def _lru_get(cache: OrderedDict[str, Any], key: str) -> Any:
@@ -117,7 +118,16 @@ def output_grammar(prep: Any, args: Args = "auto", *, tokenizer: Tokenizer | Non
         ValueError: unknown ``args``; the request's encoding has no grammar builder.
     """
     enc = get_encoding(prep.encoding)
-    return grammar_for(enc, prep.conversation, prep.parsing, tokenizer or enc.tokenizer(), args)
+    return grammar_for(enc, prep.conversation, prep.parsing, tokenizer or _default_tokenizer(enc), args)
+
+
+def _default_tokenizer(enc: Encoding) -> Tokenizer:
+    """The encoding's default vocabulary, looked up once per process (``load_tokenizer`` checks the
+    file on every call, which costs more than a cached grammar)."""
+    hit = _default_toks.get(enc.name)
+    if hit is None:
+        hit = _default_toks[enc.name] = enc.tokenizer()
+    return hit
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,7 +200,7 @@ class OutputMatcher:
 
     def __init__(self, prep: Any, args: Args = "auto", *, tokenizer: Tokenizer | None = None,
                  grammar: OutputGrammar | None = None) -> None:
-        tok = tokenizer or get_encoding(prep.encoding).tokenizer()
+        tok = tokenizer or _default_tokenizer(get_encoding(prep.encoding))
         self.grammar = grammar or output_grammar(prep, args, tokenizer=tok)
         self._m = _new_matcher(self.grammar, tok)
         self.n_vocab = tok.n_vocab
@@ -287,7 +297,7 @@ def check_output(prep: Any, token_ids: Sequence[int], args: Args = "auto", *, to
     Raises:
         ImportError: llguidance is not installed.
     """
-    tok = tokenizer or get_encoding(prep.encoding).tokenizer()
+    tok = tokenizer or _default_tokenizer(get_encoding(prep.encoding))
     m = OutputMatcher(prep, args, tokenizer=tok)
     n = m.accept_many(token_ids)
     if n < len(token_ids):

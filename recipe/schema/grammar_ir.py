@@ -25,6 +25,7 @@ there and must not be recursive.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -195,6 +196,7 @@ def lark_literal(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=1024)
 def text_terminal(node: Text) -> str:
     """The Lark terminal body of a :class:`Text` node."""
     body = f"/(?s:.{'+' if node.nonempty else '*'}){regex_escape(node.suffix)}/"

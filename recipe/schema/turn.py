@@ -187,7 +187,7 @@ def turn_spec(conv: Conversation, parsing: ParsingOptions, args: Args = "auto") 
         tools=tools,
         calls=calls,  # type: ignore[arg-type]
         named=calls == "required" and conv.tool_choice.name is not None,
-        parallel=getattr(conv, "parallel_tool_calls", True),
+        parallel=conv.parallel_tool_calls,
         answer=answer,  # type: ignore[arg-type]
         answer_schema=schema,
         answer_regex=regex,

@@ -94,6 +94,17 @@ def text_excludes(spellings: Iterable[str], template_specials: Iterable[str]) ->
     return tuple(sorted(kept))
 
 
+_EXCLUDES: dict[tuple[str, DsmlSpelling], tuple[str, ...]] = {}
+
+
+def _excludes_for(tokenizer: Tokenizer, sp: DsmlSpelling) -> tuple[str, ...]:
+    key = (tokenizer.fingerprint, sp)
+    hit = _EXCLUDES.get(key)
+    if hit is None:
+        hit = _EXCLUDES[key] = text_excludes(tokenizer.special_tokens, sp.template_specials)
+    return hit
+
+
 _WS_LT = Lex(f"/[ \\t\\n\\r]{{0,{MAX_WS}}}</", f'[ \\t\\n\\r]{{0,{MAX_WS}}} "<"')
 
 
@@ -103,7 +114,7 @@ class _Builder:
         specials: Mapping[str, int] = tokenizer.special_tokens
         self.mark = lambda s: Tok(specials[s], s) if s in specials else Lit(s)
         self.D = self.mark(sp.marker)
-        self.text_ex = text_excludes(specials, sp.template_specials)
+        self.text_ex = _excludes_for(tokenizer, sp)
         self.content_ex = tuple(sorted(set(self.text_ex) | set(sp.content_excludes)))
         self.rules: dict[str, Node] = {}
         self.json = JsonRules(self.rules, self.text_ex, ebnf_exclude="｜")
