@@ -9,6 +9,8 @@ The small public surface::
     cs = recipe.CompletionStream(prep)      # model output ids -> stream payloads: cs.push(ids), cs.finish()
     recipe.response(prep, ids)              # ... or the whole non-streamed response
     recipe.encode_messages(msgs, "thinking")  # DeepSeek's reference encoder semantics
+    recipe.output_grammar(prep).lark        # the turn's grammar for a constraining engine
+    recipe.OutputMatcher(prep).mask()       # ... or a token mask on recipe's vocabulary (llguidance)
 
 Each name is imported from its package on first use (PEP 562), so ``import recipe`` stays cheap and
 a process loads only the parts it touches. Packages, top to bottom (docs/architecture.md):
@@ -43,6 +45,11 @@ _EXPORTS = {
     "get_encoding": "recipe.encodings.table",
     "encode_messages": "recipe.encodings.deepseek_v4.reference",
     "encode_messages_to_ids": "recipe.encodings.deepseek_v4.reference",
+    "output_grammar": "recipe.schema.constrain",
+    "OutputGrammar": "recipe.schema.turn",
+    "OutputMatcher": "recipe.schema.constrain",
+    "OutputCheck": "recipe.schema.constrain",
+    "check_output": "recipe.schema.constrain",
 }
 
 __all__ = list(_EXPORTS)
@@ -59,6 +66,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name loads on 
     from recipe.output.driver import CompletionStream, response
     from recipe.pipeline import prepare
     from recipe.prompt import Prompt, SegmentCache
+    from recipe.schema.constrain import OutputCheck, OutputMatcher, check_output, output_grammar
+    from recipe.schema.turn import OutputGrammar
     from recipe.tokenizer import IncrementalDecoder, Tokenizer, load_tokenizer
 
 

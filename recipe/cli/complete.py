@@ -2,13 +2,16 @@
 
     recipe complete --request FILE (--text FILE | --ids FILE) [--finish stop|length|content_filter]
                     [--prompt-tokens N] [--cached-tokens N] [--stream] [--api auto|chat|…] [--seed N]
-                    [--id ID] [--created N] [--fingerprint FP]
+                    [--id ID] [--created N] [--fingerprint FP] [--check]
 
 ``--ids`` is a JSON list of completion token ids; ``--text`` is the completion as text, special tokens
 spelled out (``</think>``, ``<｜end▁of▁sentence｜>``), tokenized with specials recognised. ``-`` reads
 standard input. Prints the non-streamed response JSON, or with ``--stream`` the SSE byte stream the
-server would send (one token id per push). Exit status: 0 ok; 1 a rejected request (the API's error
-JSON on stdout, a one-line reason on stderr) or unreadable input; 2 usage errors.
+server would send (one token id per push). ``--check`` also checks the output against the request's
+output grammar (``recipe.check_output``; needs the ``constrain`` extra): the response is printed
+either way, a failed check adds a one-line reason on stderr and exit status 1. Exit status: 0 ok; 1
+a rejected request (the API's error JSON on stdout, a one-line reason on stderr), unreadable input
+or a failed check; 2 usage errors.
 """
 
 from __future__ import annotations
@@ -93,7 +96,23 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
     else:
         out.write(dumps_wire(response(prep, ids, finish=ns.finish, **kw), indent=True) + b"\n")
     out.flush()
-    return 0
+    return _check(prep, ids, tok) if ns.check else 0
+
+
+def _check(prep: Any, ids: list[int], tok: Any) -> int:
+    """``--check``: 0 when the output is inside the grammar, else 1 with the reason on stderr."""
+    from recipe.schema.constrain import check_output
+
+    try:
+        res = check_output(prep, ids, tokenizer=tok)
+    except ImportError as exc:
+        raise Failure(f"--check: {exc}") from None
+    if res.ok:
+        print("recipe: output check: ok", file=sys.stderr)
+        return 0
+    where = f"token {res.index}: " if res.index is not None else ""
+    print(f"recipe: output check failed at {where}{res.reason}", file=sys.stderr)
+    return 1
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -112,6 +131,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--id", metavar="ID", help="the response id (default: generated)")
     c.add_argument("--created", type=_nonneg, metavar="N", help="Unix seconds for `created` (default: now)")
     c.add_argument("--fingerprint", metavar="FP", help="system_fingerprint to echo")
+    c.add_argument("--check", action="store_true", help="also check the output against the request's output grammar")
     c.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
     c.set_defaults(run=_cmd_complete)
     return c

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from recipe.cli import cache, complete, render, serve, tokenize
+from recipe.cli import cache, complete, grammar, render, serve, tokenize
 from recipe.cli.common import Failure, Usage, load_prompt_ids
 from recipe.errors import RequestError
 from recipe.tokenizer import TokenIdError, TokenizerError
@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, cache, serve)."""
+    """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, grammar, cache, serve)."""
     p = _Parser(prog="recipe", description="DeepSeek prompts from OpenAI / Anthropic API requests.")
     p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the embedded DeepSeek-V4 one)")
     p.add_argument("--version", action=_VersionAction)
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.register(sub)
     tokenize.register(sub)
     complete.register(sub)
+    grammar.register(sub)
     cache.register(sub, load_prompt_ids)
     serve.register(sub)
     return p

@@ -196,23 +196,40 @@ class OutputMatcher:
         ValueError: as :func:`output_grammar`; a grammar that does not compile.
     """
 
-    __slots__ = ("_m", "grammar", "n_vocab", "_words")
+    __slots__ = ("_m", "_stops", "_ended", "grammar", "n_vocab", "_words")
 
     def __init__(self, prep: Any, args: Args = "auto", *, tokenizer: Tokenizer | None = None,
                  grammar: OutputGrammar | None = None) -> None:
         tok = tokenizer or _default_tokenizer(get_encoding(prep.encoding))
         self.grammar = grammar or output_grammar(prep, args, tokenizer=tok)
         self._m = _new_matcher(self.grammar, tok)
+        self._stops = frozenset(self.grammar.stop_token_ids)
+        self._ended = False  # a stop id (EOS) was accepted
         self.n_vocab = tok.n_vocab
         self._words = (tok.n_vocab + 31) // 32
 
     def accept(self, token_id: int) -> bool:
-        """Consume ``token_id`` if the grammar allows it; False (state unchanged) if not."""
-        return self._m.try_consume_tokens([token_id]) == 1
+        """Consume ``token_id`` if the grammar allows it; False (state unchanged) if not. A stop id
+        (EOS) is allowed where the turn is complete, and ends it."""
+        if self._ended:
+            return False
+        m = self._m
+        if token_id in self._stops:
+            if m.is_accepting() and not m.is_error() and m.consume_token(token_id):
+                self._ended = True
+                return True
+            return False
+        return m.try_consume_tokens([token_id]) == 1
 
     def accept_many(self, token_ids: Sequence[int]) -> int:
         """Consume the longest allowed prefix of ``token_ids``; returns its length."""
-        return self._m.try_consume_tokens(list(token_ids))
+        if self._ended:
+            return 0
+        ids = list(token_ids)
+        n = self._m.try_consume_tokens(ids)
+        if n < len(ids) and ids[n] in self._stops and self.accept(ids[n]):
+            n += 1
+        return n
 
     def mask(self, out: numpy.ndarray | None = None) -> numpy.ndarray:
         """The ids allowed next as a bitmask: ``int32[ceil(n_vocab / 32)]``, bit ``i % 32`` of word
@@ -230,11 +247,13 @@ class OutputMatcher:
         self._m.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
         return out
 
-    def allowed(self, out: numpy.ndarray | None = None) -> numpy.ndarray:
-        """The allowed ids (sorted int array), from :meth:`mask`."""
+    def allowed(self, mask: numpy.ndarray | None = None) -> numpy.ndarray:
+        """The allowed ids (sorted int array), from ``mask`` (default: a fresh :meth:`mask`)."""
         import numpy as np
 
-        bits = np.unpackbits(self.mask(out).view(np.uint8), bitorder="little")[: self.n_vocab]
+        if mask is None:
+            mask = self.mask()
+        bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[: self.n_vocab]
         return np.flatnonzero(bits)
 
     def forced(self) -> list[int]:
@@ -249,15 +268,18 @@ class OutputMatcher:
         """
         if n and not self._m.rollback(n):
             raise ValueError(f"cannot roll back {n} tokens: {_first_line(self._m.get_error())}")
+        if n:
+            self._ended = False
 
     def reset(self) -> None:
         """Back to the start of the turn."""
         self._m.reset()
+        self._ended = False
 
     @property
     def finished(self) -> bool:
         """True once the turn has ended (its EOS was accepted): nothing more is allowed."""
-        return bool(self._m.is_stopped())
+        return self._ended
 
     @property
     def accepting(self) -> bool:

@@ -8,7 +8,8 @@ Builds a :class:`~recipe.schema.grammar_ir.Grammar` from a family-neutral
     content EOS                                 no tools / tool_choice none / auto without a call
     json EOS                                    response_format json_object / json_schema
     [content] <DSML tool_calls>\\n INVOKE+ </DSML tool_calls> EOS     calls (auto: content first)
-    INVOKE = <DSML invoke name="NAME">\\n PARAM* </DSML invoke>\\n
+    INVOKE = <DSML invoke name="NAME">\\n PARAM* [\\n] </DSML invoke>\\n   (the reference encoder
+             writes a blank line in a call without parameters; deepseek-recipe does not)
     PARAM  = <DSML parameter name="KEY" string="true">RAW</DSML parameter>\\n
            | <DSML parameter name="KEY" string="false">JSON</DSML parameter>\\n
 
@@ -178,7 +179,7 @@ class _Builder:
         name = f"invoke{idx}"
         self.rules[name] = seq(
             Lit("<"), self.D, Lit(f'{sp.invoke} name="{tool.name}">\n'), self.params(tool),
-            Lit("</"), self.D, Lit(f"{sp.invoke}>\n"),
+            Opt(Lit("\n")), Lit("</"), self.D, Lit(f"{sp.invoke}>\n"),
         )
         return Ref(name)
 
