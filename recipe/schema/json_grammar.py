@@ -96,8 +96,9 @@ class JsonRules:
         self._n = 0
         self._str_cache: dict[tuple[int, int | None], Lex] = {}
         self._any_ready = False
-        self._refs: dict[str, str] = {}
-        self._root: Any = None
+        self._refs: dict[tuple[int, str], str] = {}  # (id of the root, pointer) -> rule
+        #: the schema local ``$ref`` pointers resolve against (set per tool by the caller)
+        self.root: Any = None
 
     # -- lexemes ---------------------------------------------------------------------------
 
@@ -157,9 +158,9 @@ class JsonRules:
     def value(self, schema: Any, path: str = "$", root: Any = None) -> Node:
         """The rule for a JSON value valid under ``schema`` (``root``: for local ``$ref``)."""
         if root is not None:
-            self._root = root
-        elif self._root is None:
-            self._root = schema
+            self.root = root
+        elif self.root is None:
+            self.root = schema
         return self._value(schema, path, 0)
 
     def _note(self, path: str, keyword: str) -> None:
@@ -208,10 +209,10 @@ class JsonRules:
         if not isinstance(ref, str) or not ref.startswith("#"):
             self._note(path, "$ref (not local)")
             return self.any_value(min(depth, MAX_DEPTH))
-        name = self._refs.get(ref)
+        name = self._refs.get((id(self.root), ref))
         if name is not None:
             return Ref(name)
-        target: Any = self._root
+        target: Any = self.root
         for raw in ref[2:].split("/") if ref.startswith("#/") else ([] if ref == "#" else [None]):
             part = None if raw is None else raw.replace("~1", "/").replace("~0", "~")
             if isinstance(target, Mapping) and part in target:
@@ -221,7 +222,7 @@ class JsonRules:
                 return self.any_value(min(depth, MAX_DEPTH))
         name = f"{self.prefix}{self._n}ref"
         self._n += 1
-        self._refs[ref] = name
+        self._refs[(id(self.root), ref)] = name
         self.rules[name] = EMPTY  # placeholder while the target is built (recursion)
         self.rules[name] = self._value(target, ref, depth)
         return Ref(name)
@@ -332,7 +333,7 @@ class JsonRules:
         return raw, (None if rest is None else self.value(rest, path))
 
     def _resolve(self, ref: str) -> Any:
-        target: Any = self._root
+        target: Any = self.root
         if not ref.startswith("#/"):
             return None
         for raw in ref[2:].split("/"):

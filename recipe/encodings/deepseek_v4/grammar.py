@@ -159,7 +159,7 @@ class _Builder:
             return EMPTY if tool.schema_args and closed else Star(self.any_param())
         required = schema.get("required")
         required = set(required) if isinstance(required, list) else set()
-        self.json.value(schema, tool.name)  # the root for $ref resolution
+        self.json.root = schema  # for $ref resolution
         items: list[Node] = []
         for key, sub in props.items():
             path = f"{tool.name}/{key}"
