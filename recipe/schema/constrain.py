@@ -226,8 +226,9 @@ class OutputMatcher:
         if self._ended:
             return 0
         ids = list(token_ids)
-        n = self._m.try_consume_tokens(ids)
-        if n < len(ids) and ids[n] in self._stops and self.accept(ids[n]):
+        cut = next((k for k, t in enumerate(ids) if t in self._stops), len(ids))
+        n = self._m.try_consume_tokens(ids[:cut])
+        if n == cut < len(ids) and self.accept(ids[n]):
             n += 1
         return n
 
