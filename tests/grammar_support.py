@@ -30,7 +30,7 @@ TOK = load_tokenizer()
 EOS_ID, DSML_ID, THINK_END_ID = (TOK.special_tokens[s] for s in (EOS, DSML, THINK_END))
 _OUT_SPECIALS = re.compile("(" + "|".join(map(re.escape, (DSML, THINK_END, EOS))) + ")")
 #: words no generated text may hold (the grammar excludes them from free text)
-EXCLUDED = text_excludes(TOK.special_tokens, get_encoding("deepseek_v4").special_tokens) + ("DSML",)
+EXCLUDED = text_excludes(get_encoding("deepseek_v4").special_tokens) + ("DSML",)
 
 
 def out_ids(text: str) -> list[int]:
