@@ -9,6 +9,7 @@ through parses with no note, declared tools, schema-valid arguments and the tool
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -100,6 +101,35 @@ def _reference_request(row):
 def test_reference_encoder_completions_accepted(row):
     prep = recipe.prepare(_reference_request(row))
     assert_golden(prep, row["completion_token_ids"])
+
+
+def _official_turns():
+    """Every assistant turn of DeepSeek's official V4 vectors, with a request declaring the vector's tools."""
+    from fixtures import FIXTURES
+
+    out = []
+    for n in (1, 2, 3, 4):
+        data = json.loads((FIXTURES / f"deepseek_v4_official/test_input_{n}.json").read_text(encoding="utf-8"))
+        tools = data["tools"] if isinstance(data, dict) else next((m.get("tools") for m in data if m.get("tools")), None)
+        text = (FIXTURES / f"deepseek_v4_official/test_output_{n}.txt").read_text(encoding="utf-8")
+        for k, turn in enumerate(text.split("<｜Assistant｜>")[1:]):
+            turn = turn[: turn.index("<｜end▁of▁sentence｜>") + len("<｜end▁of▁sentence｜>")]
+            thinking = turn.startswith("<think>")
+            body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "Go."}],
+                    "thinking": {"type": "enabled" if thinking else "disabled"}}
+            if tools:
+                body["tools"] = tools
+            out.append(pytest.param(body, turn[len("<think>" if thinking else "</think>"):], id=f"official{n}-{k}"))
+    return out
+
+
+@pytest.mark.parametrize("body,turn", _official_turns())
+@pytest.mark.parametrize("args", ["auto", "schema"])
+def test_official_vector_turns_accepted(body, turn, args):
+    prep = recipe.prepare(body)
+    ids = out_ids(turn)
+    assert parse(prep, ids)[2].notes == ()
+    assert_golden(prep, ids, args)
 
 
 def _raw_rows():

@@ -78,11 +78,7 @@ def grammar_for(
     for part in (GRAMMAR_VERSION, encoding.name, tokenizer.fingerprint, args):
         digest.update(part.encode())
         digest.update(b"\0")
-    digest.update(orjson.dumps(
-        [spec.starts_in, spec.continuation, [[t.name, t.parameters, t.schema_args] for t in spec.tools],
-         spec.calls, spec.named, spec.parallel, spec.answer, spec.answer_schema, spec.answer_regex],
-        default=repr,
-    ))
+    digest.update(spec.canonical())
     key = digest.hexdigest()
     hit = _lru_get(_grammars, key)
     if hit is not None:

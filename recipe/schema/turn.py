@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import orjson
+
 from recipe.conversation import Conversation, ParsingOptions
 from recipe.schema.strict import normalize_strict_response_schema
 
@@ -75,12 +77,13 @@ class TurnSpec:
             return "tools_named" if self.named else "tools_required"
         return "tools_or_json" if self.answer == "json" else "tools_auto"
 
-    def canonical(self) -> str:
-        """A stable text form of the spec (the cache key's input)."""
-        return json.dumps(
+    def canonical(self) -> bytes:
+        """Every field as compact JSON (key order kept: property order is part of the grammar); the
+        cache key's input."""
+        return orjson.dumps(
             [self.starts_in, self.continuation, [[t.name, t.parameters, t.schema_args] for t in self.tools],
              self.calls, self.named, self.parallel, self.answer, self.answer_schema, self.answer_regex],
-            sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr,
+            default=repr,
         )
 
 

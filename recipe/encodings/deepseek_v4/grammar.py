@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from recipe.encodings.deepseek_v4.constants import DSML, EOS, TEMPLATE_SPECIALS, THINK_END
+from recipe.encodings.deepseek_v4.constants import DSML, TEMPLATE_SPECIALS, THINK_END
 from recipe.schema.grammar_ir import EMPTY, Grammar, Lex, Lit, Node, Opt, Plus, Ref, Star, Text, Tok, alt, seq
 from recipe.schema.json_grammar import MAX_WS, JsonRules
 from recipe.schema.turn import GrammarParts, ToolSpec, TurnSpec
@@ -55,8 +55,8 @@ class DsmlSpelling:
         block: block tag name (V4 ``tool_calls``; V4.1 `` calls``).
         invoke: invoke tag name (V4 ``invoke``; V4.1 `` invoke``).
         parameter: parameter tag name (V4 ``parameter``; V4.1 `` parameter``).
-        think_end: the token that ends reasoning.
-        eos: the token that ends the turn.
+        think_end: the token that ends reasoning (the turn itself ends with the encoding's stop
+            tokens, where the grammar accepts).
         template_specials: spellings the template emits as special tokens (excluded from free text).
         content_excludes: words content may not contain (the parser's recovery would read them as markup).
     """
@@ -66,13 +66,13 @@ class DsmlSpelling:
     invoke: str = "invoke"
     parameter: str = "parameter"
     think_end: str = THINK_END
-    eos: str = EOS
     template_specials: frozenset[str] = TEMPLATE_SPECIALS
     content_excludes: tuple[str, ...] = ("DSML",)
 
 
 #: DeepSeek-V4 (Pro / Flash).
 V4_SPELLING = DsmlSpelling()
+
 
 def text_excludes(template_specials: Iterable[str]) -> tuple[str, ...]:
     """Words free text may not contain: the template specials' spellings, a leading ``<`` dropped
@@ -176,27 +176,29 @@ class _Builder:
     # -- the turn ------------------------------------------------------------------------------
 
     def answer(self) -> Node:
-        spec, eos = self.spec, EMPTY  # the turn ends where the grammar accepts: EOS is the stop token
-        content = seq(Opt(Text(self.content_ex, nonempty=True)), eos)
+        """What follows the reasoning. The turn ends where the grammar accepts (EOS is the engine's
+        stop token), so no rule spells EOS."""
+        spec = self.spec
+        content = Opt(Text(self.content_ex, nonempty=True))
         if spec.answer == "json":
-            json_answer = seq(self.json.value(spec.answer_schema, "response_format"), eos)
+            fmt: Node = self.json.value(spec.answer_schema, "response_format")
         elif spec.answer == "regex":
             pattern = spec.answer_regex or ""
-            json_answer = seq(Lex("/" + pattern.replace("/", "\\/") + "/", "", tag_regex=pattern), eos)
+            fmt = Lex("/" + pattern.replace("/", "\\/") + "/", "", tag_regex=pattern)
         else:
-            json_answer = content
+            fmt = content
         mode = spec.mode
         if mode in ("content", "json", "regex"):
-            return json_answer
-        if spec.starts_in == "tool_block":
-            return seq(self.calls(), eos)
+            return fmt
+        if spec.starts_in == "tool_block":  # the prompt opened the block (required / named)
+            return self.calls()
         if mode == "tools_auto":
             if spec.answer == "regex":
                 self.unenforced.append("response_format: regex beside tools")
-            return alt(content, seq(self.block_after(Text(self.content_ex, "<")), eos))
-        if mode == "tools_or_json":
-            return alt(json_answer, seq(self.block_after(_WS_LT), eos))
-        return seq(self.block_after(_WS_LT), eos)  # required / named after reasoning
+            return alt(content, self.block_after(Text(self.content_ex, "<")))
+        if mode == "tools_or_json":  # start-disjoint: "{" vs blanks then "<"
+            return alt(fmt, self.block_after(_WS_LT))
+        return self.block_after(_WS_LT)  # required / named after reasoning
 
     def build(self) -> GrammarParts:
         start = self.answer()
