@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import recipe
 from recipe.cli.main import main
@@ -288,3 +290,27 @@ def test_cli_grammar_runs_as_a_command():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["encoding"] == "deepseek_v4"
+
+
+_KEYS = st.sampled_from(["type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+                         "oneOf", "allOf", "$ref", "minItems", "maxItems", "minLength", "maxLength", "pattern", "$defs"])
+_TYPES = st.sampled_from(["string", "integer", "number", "boolean", "null", "object", "array", "bogus"])
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**70), st.floats(allow_nan=False), st.text(max_size=5),
+                  _TYPES, st.lists(_TYPES, max_size=3), st.sampled_from(["#/$defs/a", "#", "#/x/y", "http://x"]))
+_SCHEMA = st.recursive(_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.one_of(_KEYS, st.text(max_size=4)), inner, max_size=5)), max_leaves=25)
+
+
+@settings(max_examples=300)
+@given(_SCHEMA, _SCHEMA)
+def test_any_json_value_as_a_schema_builds_a_grammar(params, answer):
+    """Schemas reach the builder validated, but the builder does not rely on it: any JSON value
+    gives a grammar (what it cannot follow is listed as unenforced), never an exception."""
+    from recipe.encodings.deepseek_v4.grammar import build_grammar
+    from recipe.schema.turn import ToolSpec, TurnSpec
+
+    spec = TurnSpec("reasoning", False, (ToolSpec("t", params, True), ToolSpec("u", params, False)), "auto", False,
+                    True, "json", answer)
+    parts = build_grammar(spec, TOK)
+    assert to_lark(parts.grammar).startswith("start: ")
+    json.dumps(to_structural_tag(parts.grammar))

@@ -228,6 +228,9 @@ class JsonRules:
         return Ref(name)
 
     def _typed(self, schema: Mapping[str, Any], t: Any, path: str, depth: int) -> Node:
+        if not isinstance(t, str):
+            self._note(path, "type (not a type name)")
+            return self.any_value(min(depth, MAX_DEPTH))
         if t == "string":
             lo = schema.get("minLength", 0)
             hi = schema.get("maxLength")
@@ -253,7 +256,7 @@ class JsonRules:
         props = schema.get("properties")
         props = props if isinstance(props, Mapping) else {}
         required = schema.get("required")
-        required = set(required) if isinstance(required, list) else set()
+        required = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
         extra = schema.get("additionalProperties")
         members: list[tuple[Node, bool]] = []
         for name, sub in props.items():
