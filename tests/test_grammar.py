@@ -314,3 +314,12 @@ def test_any_json_value_as_a_schema_builds_a_grammar(params, answer):
     parts = build_grammar(spec, TOK)
     assert to_lark(parts.grammar).startswith("start: ")
     json.dumps(to_structural_tag(parts.grammar))
+
+
+def test_integers_beyond_64_bits_in_a_schema():
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "enum": [2**70, 1]}}, "required": ["n"],
+              "additionalProperties": False}
+    prep = recipe.prepare({**_body(), "tools": [{"type": "function", "function": {
+        "name": "big", "strict": False, "parameters": schema}}]})
+    g = prep.output_constraint.grammar
+    assert g is recipe.output_grammar(prep) and str(2**70) in recipe.output_grammar(prep, "schema").lark

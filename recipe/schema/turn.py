@@ -80,11 +80,12 @@ class TurnSpec:
     def canonical(self) -> bytes:
         """Every field as compact JSON (key order kept: property order is part of the grammar); the
         cache key's input."""
-        return orjson.dumps(
-            [self.starts_in, self.continuation, [[t.name, t.parameters, t.schema_args] for t in self.tools],
-             self.calls, self.named, self.parallel, self.answer, self.answer_schema, self.answer_regex],
-            default=repr,
-        )
+        fields = [self.starts_in, self.continuation, [[t.name, t.parameters, t.schema_args] for t in self.tools],
+                  self.calls, self.named, self.parallel, self.answer, self.answer_schema, self.answer_regex]
+        try:
+            return orjson.dumps(fields, default=repr)
+        except TypeError:  # an integer beyond 64 bits in a schema
+            return json.dumps(fields, ensure_ascii=False, separators=(",", ":"), default=repr).encode()
 
 
 @dataclass(frozen=True, slots=True)
