@@ -54,7 +54,8 @@ class PreparedRequest:
         prompt: rendered segments (``prompt.text`` is the prompt string).
         token_ids: prompt token ids (specials only where the template put them).
         parsing: how to parse the completion.
-        output_constraint: what a constrained decoder should enforce, or None.
+        output_constraint: what a constrained decoder should enforce, or None; its ``grammar`` is the
+            whole turn's :class:`~recipe.schema.turn.OutputGrammar` (docs/constrained-decoding.md).
         stream: the client asked for a stream.
         engine: max tokens, stop token ids, sampling and the output constraint as one bundle for
             the engine (:class:`EngineParams`); None only for hand-built requests.
