@@ -7,6 +7,7 @@ dataclasses: cheap to build, easy to read, no validation here (the adapters vali
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -155,16 +156,29 @@ class OutputConstraint:
             ``tool_call_required_after_reasoning`` (same schema; a tool call must follow the
             reasoning) and ``tool_call_or_format`` (``{"tools": [...], "format": {"kind", "schema"}}``).
         schema: the constraint text, exactly as deepseek-recipe 0.2.0 prints it.
-        grammar: the grammar of the whole assistant turn (an ``OutputGrammar``,
-            :mod:`recipe.schema.turn`: Lark, structural tag, engine fields), set by ``prepare``
-            when the model family has a grammar builder; None otherwise. Not part of equality.
+        build_grammar: ``() -> OutputGrammar``, set by ``prepare`` when the model family has a
+            grammar builder; read it through :attr:`grammar`. Not part of equality.
     """
 
     kind: Literal[
         "json", "regex", "tool_call", "tool_call_required", "tool_call_required_after_reasoning", "tool_call_or_format"
     ]
     schema: str
-    grammar: Any = field(default=None, compare=False, repr=False)
+    build_grammar: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    _grammar: Any = field(default=None, init=False, compare=False, repr=False)
+
+    @property
+    def grammar(self) -> Any:
+        """The grammar of the whole assistant turn (an ``OutputGrammar``, :mod:`recipe.schema.turn`:
+        Lark, structural tag, engine fields), built on first access (compiled grammars are cached by
+        tools, choice, format and encoding); None when the family has no grammar builder.
+
+        Raises:
+            ValueError: the grammar cannot be built (never for a request ``prepare`` accepted).
+        """
+        if self._grammar is None and self.build_grammar is not None:
+            object.__setattr__(self, "_grammar", self.build_grammar())
+        return self._grammar
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from recipe.api.common import check_model, output_constraint, parsing_options, resolve_max_tokens
 from recipe.api.prepared import Api, EngineParams, PreparedRequest
-from recipe.conversation import Conversation
+from recipe.conversation import Conversation, ParsingOptions
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request
@@ -23,6 +23,7 @@ from recipe.prompt import SegmentCache, encode_prompt
 from recipe.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from recipe.encodings.base import Encoding
     from recipe.store.conversations import ConversationStore
 
 __all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "check_body_size", "ADAPTERS", "Adapter",
@@ -158,12 +159,7 @@ def prepare(
     parsing = parsing_options(conversation)
     constraint = output_constraint(conversation)
     if constraint is not None and family.grammar is not None:
-        from recipe.schema.constrain import grammar_for  # loaded by constrained requests only
-
-        try:
-            constraint = replace(constraint, grammar=grammar_for(family, conversation, parsing, tok))
-        except Exception:  # noqa: BLE001 - the grammar is an addition: never fail a valid request over it
-            pass
+        constraint = replace(constraint, build_grammar=functools.partial(_grammar, family, conversation, parsing, tok))
     return PreparedRequest(
         api=api,
         model=request.model,
@@ -177,6 +173,13 @@ def prepare(
         stream=bool(getattr(request, "stream", False)),
         engine=_engine_params(api, conversation, len(ids), family.stop_ids(tok), constraint, options),
     )
+
+
+def _grammar(family: Encoding, conversation: Conversation, parsing: ParsingOptions, tok: Tokenizer) -> Any:
+    """The turn's output grammar, built when first asked for (``prep.output_constraint.grammar``)."""
+    from recipe.schema.constrain import grammar_for  # loaded by grammar users only
+
+    return grammar_for(family, conversation, parsing, tok)
 
 
 def _engine_params(api: str, conv: Conversation, prompt_tokens: int, stops: tuple[int, ...],
