@@ -115,6 +115,21 @@ class GenerationRoute:
         response_id = _new_id(self.prefix)
         ids = [(b"x-request-id", response_id.encode()), (b"request-id", response_id.encode())]
         counted = False
+
+        def release() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                st.in_flight -= 1
+                m.in_flight.dec()
+
+        async def send_last_releases(message: dict[str, Any]) -> None:
+            # the slot is free once the response's last byte is handed over: a client that read the
+            # whole response and sends again at once is not refused for the request that just ended
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                release()
+            await send(message)
+
         try:
             tenant = st.tenants.authenticate(_header(scope, b"authorization"), _header(scope, b"x-api-key"))
             if tenant is None:
@@ -143,7 +158,7 @@ class GenerationRoute:
             replica.in_flight += 1
             replica.served += 1
             try:
-                await run(job, receive, send)
+                await run(job, receive, send_last_releases)
             finally:
                 replica.in_flight -= 1
         except (ServeError, RequestError) as err:
@@ -153,13 +168,13 @@ class GenerationRoute:
             status, body = error_json(api, err)
             m.child(m.errors, api, kind).inc()
             m.child(m.requests, api, str(status)).inc()
-            await json_response(send, status, body, ids)
+            await json_response(send_last_releases, status, body, ids)
         except StoreUnavailable as exc:
             m.store_errors.inc()
             status, body = error_json(api, ServeError("store_unavailable", str(exc)))
             m.child(m.errors, api, "store_unavailable").inc()
             m.child(m.requests, api, str(status)).inc()
-            await json_response(send, status, body, ids)
+            await json_response(send_last_releases, status, body, ids)
         except _ClientGone:
             return
         except Exception as exc:  # a bug: logged, and the API's own 500 when nothing was sent yet
@@ -167,13 +182,11 @@ class GenerationRoute:
             m.child(m.errors, api, "internal").inc()
             status, body = error_json(api, ServeError("internal", f"internal error: {type(exc).__name__}"))
             try:
-                await json_response(send, status, body, ids)
+                await json_response(send_last_releases, status, body, ids)
             except Exception:  # the response had started: the connection is closed by the server
                 pass
         finally:
-            if counted:
-                st.in_flight -= 1
-                m.in_flight.dec()
+            release()
 
 
 def _body(raw: bytes) -> dict[str, Any]:
