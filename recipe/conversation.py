@@ -7,7 +7,7 @@ dataclasses: cheap to build, easy to read, no validation here (the adapters vali
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -28,6 +28,7 @@ __all__ = [
     "ReasoningEffort",
     "ThinkingStage",
     "ParsingOptions",
+    "ToolArguments",
 ]
 
 #: Effective reasoning effort of a thinking-mode conversation (API levels are mapped onto these).
@@ -193,6 +194,21 @@ class Sampling:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolArguments:
+    """What the output parser knows about one declared tool's arguments (from its JSON Schema).
+
+    Attributes:
+        required: parameters a call must carry: the schema's ``required`` list for a strict tool
+            (a strict call without one of them is not offered as a call), empty otherwise.
+        json_params: properties whose declared ``type`` excludes ``string``: a parameter written
+            without the ``string`` attribute is read as JSON for these, as a string otherwise.
+    """
+
+    required: frozenset[str] = frozenset()
+    json_params: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class ParsingOptions:
     """How the output parser reads the completion of this conversation.
 
@@ -203,6 +219,8 @@ class ParsingOptions:
         thinking_stage: None when thinking is off; otherwise where the output starts.
         stop_sequences: strings that end the content (applied to content only).
         tool_names: names of the declared tools (used to accept recovered calls only for them).
+        tool_arguments: declared tool name -> :class:`ToolArguments` (tools whose schema gives the
+            parser nothing to check or infer may be missing).
         response_schema: the json_schema response format's schema, against which a final answer is
             validated (a mismatch is reported as a note, never raised); None otherwise.
     """
@@ -214,6 +232,7 @@ class ParsingOptions:
     stop_sequences: tuple[str, ...] = ()
     tool_names: tuple[str, ...] = ()
     response_schema: Any = None
+    tool_arguments: Mapping[str, ToolArguments] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

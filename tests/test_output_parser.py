@@ -103,28 +103,32 @@ def test_reference_encoder_completions(row, how):
 # ---------------------------------------------------------------- parity: rules (oracle-checked values)
 
 RULES = [
-    # (options, text, content, reasoning, calls)
+    # (options, text, content, reasoning, calls); rows marked "deviation" differ from deepseek-recipe
     (opts(True), "\n\nR1\n\n</think>\n\nA\n\n", "A\n\n", "R1", []),
     (opts(True), "R</think> \n\nA", " \n\nA", "R", []),
     (opts(True), "\n\nR1 \n\n", "", "R1 \n\n", []),
-    (opts(), "\n \nA</think>B<think>C<｜User｜>D", " \nAB<think>C<｜User｜>D", "", []),
+    # deviation 11: a </think> in the answer and role tokens stay text (deepseek-recipe drops the </think>)
+    (opts(), "\n \nA</think>B<think>C<｜User｜>D", " \nA</think>B<think>C<｜User｜>D", "", []),
     (opts(), "ab\r\n", "ab\r\n", "", []),
-    (opts(stage="reasoning_continuation"), "\n\nx\n\n</think>\n\ny</think>z\n\n", "yz\n\n", "\n\nx", []),
-    (opts(stage="content_continuation"), "\n\nx\n\n</think>\n\ny</think>z\n\n", "\n\nx\n\n\n\nyz\n\n", "", []),
-    (opts(), "\n\nx\n\n</think>\n\ny</think>z\n\n", "x\n\n\n\nyz\n\n", "", []),
+    (opts(stage="reasoning_continuation"), "\n\nx\n\n</think>\n\ny</think>z\n\n", "y</think>z\n\n", "\n\nx", []),
+    (opts(stage="content_continuation"), "\n\nx\n\n</think>\n\ny</think>z\n\n",
+     "\n\nx\n\n</think>\n\ny</think>z\n\n", "", []),
+    (opts(), "\n\nx\n\n</think>\n\ny</think>z\n\n", "x\n\n</think>\n\ny</think>z\n\n", "", []),
     (opts(tools=["f"]), "A <｜DSML｜ inline", "A <｜DSML｜ inline", "", []),  # parity cuts at <｜DSML｜ (deviation 3)
     (opts(tools=["f"]), "A < inline <｜DS", "A < inline <｜DS", "", []),
     (opts(), block(invoke("f")), block(invoke("f")), "", []),  # no tools: DSML is text
     (opts(tools=["f", "g"]), "Checking.\n\n" + block(invoke("f", ("city", "Paris", True))), "Checking.", "",
      [("f", '{"city": "Paris"}')]),
     (opts(tools=["f"]), "Checking. \n\n" + block(invoke("f")), "Checking. ", "", [("f", "{}")]),
-    (opts(tools=["f"]), block(invoke("f", ("x", "a", True), ("x", "b", True)), invoke("nope")), "", "",
-     [("f", '{"x": "a", "x": "b"}'), ("nope", "{}")]),
+    # deviation 12: a repeated parameter keeps its first value, the repeat is content (deepseek-recipe
+    # writes the key twice); a well-formed invoke of an undeclared tool is a call, as in deepseek-recipe
+    (opts(tools=["f"]), block(invoke("f", ("x", "a", True), ("x", "b", True)), invoke("nope")),
+     '<｜DSML｜parameter name="x" string="true">b</｜DSML｜parameter>', "", [("f", '{"x": "a"}'), ("nope", "{}")]),
     (opts(tools=["f"]), block(invoke("f", ("a", 'x\ty\x01\\"é', True), ("b", " 42 ", False), ("c", "2.50", False))),
      "", "", [("f", '{"a": "x\\ty\\u0001\\\\\\"é", "b":  42 , "c": 2.50}')]),
     (opts(tools=["f"], required=True), '<｜DSML｜invoke name="f">\n<｜DSML｜parameter name="a" string="true">1'
      "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>", "", "", [("f", '{"a": "1"}')]),
-    (opts(tools=["f"]), "R</think>" + block(invoke("f", ("a", "x</think>y\n\n", True))), "R", "",
+    (opts(True, tools=["f"]), "R</think>" + block(invoke("f", ("a", "x</think>y\n\n", True))), "", "R",
      [("f", '{"a": "x</think>y\\n\\n"}')]),
     (opts(stop=["END"]), "Hello END world", "Hello ", "", []),
     (opts(stop=["END"]), "Hello EN", "Hello EN", "", []),
@@ -153,8 +157,8 @@ def test_rules_agree_with_oracle_where_no_deviation():
               "reasoning_continuation": oracle.ThinkingInitialStage.ReasoningContinuation,
               "content_continuation": oracle.ThinkingInitialStage.ContentContinuation}
     for o, text, content, reasoning, calls in RULES:
-        if "inline" in text:
-            continue  # deviation 3
+        if "inline" in text or "</think>" in content or "<｜DSML｜parameter" in content:
+            continue  # deviations 3, 11, 12
         po = oracle.ParsingOptions(parse_tool_calls=o.parse_tool_calls, starts_in_tool_calls=o.starts_in_tool_calls,
                                    stop_sequences=list(o.stop_sequences),
                                    thinking_initial_stage=stages[o.thinking_stage])
@@ -550,9 +554,10 @@ RECOVERY = [
     (_cblock(_cinvoke("read", ("p", "a", True)), closer=False) + "</｜｜DSML｜｜ calls junk\nText.\n\n"
      + _cblock(_cinvoke("run", ("c", "b", True))), "</｜｜DSML｜｜ calls junk\nText.",
      [("read", {"p": "a"}), ("run", {"c": "b"})], True),
-    # an exact invoke of an undeclared tool after a recovered call is parsed as the exact format is
+    # an exact invoke of an undeclared tool inside a corrupted block is judged as recovery judges it:
+    # refused, so it stays content byte for byte (issue 12, shape 1)
     (_cblock(_cinvoke("read", ("p", "a", True)), closer=False) + invoke("nope") + "Text.\n\n"
-     + _cblock(_cinvoke("run", ("c", "b", True))), "Text.", [("read", {"p": "a"}), ("nope", {}), ("run", {"c": "b"})],
+     + _cblock(_cinvoke("run", ("c", "b", True))), invoke("nope") + "Text.", [("read", {"p": "a"}), ("run", {"c": "b"})],
      True),
     # undeclared tool, incomplete invoke, text between tags, DSML inside a value: no recovery, text kept
     (_cblock(_cinvoke("nope", ("a", "1", False))), None, [], False),

@@ -23,6 +23,7 @@ from recipe.conversation import (
     ReasoningEffort,
     ResponseFormat,
     Sampling,
+    ToolArguments,
     ToolChoice,
     ToolDefinition,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "check_response_format",
     "output_constraint",
     "parsing_options",
+    "tool_arguments",
     "f32",
     "thinking_top_p",
     "sampling",
@@ -411,4 +413,35 @@ def parsing_options(conv: Conversation) -> ParsingOptions:
         stop_sequences=conv.stop,
         tool_names=tuple(t.name for t in conv.tools),
         response_schema=conv.response_format.schema if conv.response_format.type == "json_schema" else None,
+        tool_arguments={t.name: a for t in conv.tools if (a := tool_arguments(t)) is not None},
     )
+
+
+def _json_only(schema: Any) -> bool:
+    """True when a property schema's ``type`` names only non-string JSON types."""
+    if not isinstance(schema, dict):
+        return False
+    t = schema.get("type")
+    if isinstance(t, str):
+        return t != "string"
+    return isinstance(t, list) and bool(t) and all(isinstance(x, str) and x != "string" for x in t)
+
+
+def tool_arguments(tool: ToolDefinition) -> ToolArguments | None:
+    """What the output parser checks and infers for calls of ``tool`` (None: nothing).
+
+    ``required``: the schema's ``required`` names when the tool is strict (a strict call must carry
+    them); ``json_params``: top-level properties whose type excludes ``string`` (a parameter written
+    without ``string=`` is read as JSON for these). Never raises: a schema without those shapes
+    gives nothing.
+    """
+    params = tool.parameters
+    if not isinstance(params, dict):
+        return None
+    props = params.get("properties")
+    json_params = frozenset(k for k, v in props.items() if _json_only(v)) if isinstance(props, dict) else frozenset()
+    req = params.get("required") if tool.strict else None
+    required = frozenset(r for r in req if isinstance(r, str)) if isinstance(req, list) else frozenset()
+    if not json_params and not required:
+        return None
+    return ToolArguments(required, json_params)

@@ -81,7 +81,7 @@ from collections.abc import Callable, Sequence
 
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.call_ids import IdStream, make_tool_call_id
-from recipe.encodings.deepseek_v4.constants import EOS, THINK_END
+from recipe.encodings.deepseek_v4.constants import ASSISTANT, BOS, EOS, LATEST_REMINDER, THINK_END, USER
 from recipe.encodings.deepseek_v4.output_block import ToolCallBlock
 from recipe.encodings.deepseek_v4.output_dsml import (
     CLOSE,
@@ -95,6 +95,7 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     read_tag,
 )
 from recipe.encodings.deepseek_v4.output_fastpath import FastPaths, text_cache
+from recipe.encodings.deepseek_v4.output_hold import Hold
 from recipe.encodings.deepseek_v4.output_recovery import (
     SOFT_OPENERS,
     Recovery,
@@ -104,6 +105,8 @@ from recipe.encodings.deepseek_v4.output_state import (
     BLOCK,
     CONTENT,
     DONE,
+    HOLD,
+    INVOKE,
     REASONING,
     RECOVER,
     SWITCH,
@@ -114,7 +117,12 @@ from recipe.output.parsing import JsonObjectFilter, MarkerMatcher, StopMatcher
 from recipe.output.events import Finish, OutputEvent, ReasoningDelta, TextDelta
 from recipe.tokenizer import Tokenizer
 
-__all__ = ["OutputParser", "make_tool_call_id"]
+__all__ = ["OutputParser", "ROLE_TOKENS", "make_tool_call_id"]
+
+#: template tokens that open a turn or a prompt section: in the output they mean the model went on
+#: past its own turn. They are kept as text (note ``role_token``) and nothing after one is read as
+#: structure (no ``</think>`` switch, no tool call).
+ROLE_TOKENS = (USER, ASSISTANT, BOS, LATEST_REMINDER)
 
 # former names, still read through this module by tests/test_output_fastpath.py
 _IdStream = IdStream
@@ -130,7 +138,7 @@ _START_STATE = {
 }
 
 
-class OutputParser(FastPaths, ToolCallBlock, Recovery):
+class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
     """Incremental DeepSeek-V4 completion parser producing :mod:`recipe.output.events` events.
 
     Args:
@@ -168,12 +176,18 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
         self._eos_set = frozenset(self._eos)
         eos_text = [s for s in (tokenizer.special_name(t) for t in self._eos) if s] or [EOS]
         self._eos_text = frozenset(eos_text)
-        self._m_reason = MarkerMatcher([THINK_END, *eos_text])
+        roles = [r for r in ROLE_TOKENS if r not in self._eos_text]
+        self._roles = frozenset(roles)
+        self._frozen = False  # a role token was read: no structure after it
+        self._m_reason = MarkerMatcher([THINK_END, *eos_text, *roles])
+        self._m_lit = MarkerMatcher([THINK_END, *eos_text, *roles])  # what literal content still reads
         self._declared = frozenset(options.tool_names)
+        self._tool_args = options.tool_arguments
+        self._strict_req = {n: a.required for n, a in options.tool_arguments.items() if a.required}
         # corrupted-spelling recovery: only when tools are declared (only declared tools are accepted)
         self._rec = RecoveryGrammar(eos_text) if options.parse_tool_calls and self._declared else None
         self._m_content = MarkerMatcher([
-            THINK_END, *eos_text, *((OPEN,) if options.parse_tool_calls else ()),
+            THINK_END, *eos_text, *roles, *((OPEN, CLOSE) if options.parse_tool_calls else ()),
             *(SOFT_OPENERS if self._rec is not None else ())])
         self._m_dsml = MarkerMatcher([OPEN, CLOSE, *eos_text])
         self._stops = StopMatcher(options.stop_sequences) if options.stop_sequences else None
@@ -181,6 +195,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
         self._plain = self._stops is None and self._json is None  # content goes out unchanged
         self._resume = ""  # the text a handler returning SWITCH asks the driver to continue on
         self._init_recovery()  # the recover state's fields (output_recovery)
+        self._init_hold()  # the hold state's fields (output_hold)
 
         stage = options.thinking_stage
         self._state = _START_STATE.get(stage, CONTENT)
@@ -216,6 +231,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
             self._do_invoke,
             self._do_value,
             self._do_recover,
+            self._do_hold,
         )
 
     # ------------------------------------------------------------------ public API
@@ -429,6 +445,10 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
         if m is None:
             self._held(s, j, base)
             return None
+        if m in self._roles:
+            self._role_token()
+            self._emit_reasoning(m)
+            return j + len(m)
         self._r_limit = base + j
         if m == THINK_END:
             self._r_nl = ""
@@ -474,7 +494,17 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
             if m is None:
                 self._held(s, j, base)
                 return None
-            if m == THINK_END:
+            if m == THINK_END or m in self._roles or m == CLOSE:
+                # a later </think>, a role token, a closer outside a block: text, with a note
+                if m == THINK_END:
+                    self._note("think_end_in_content")
+                elif m == CLOSE:
+                    self._note("stray_dsml")
+                else:
+                    self._role_token()
+                self._emit_content(m)
+                if self._end is not None:
+                    return None
                 i = j + len(m)
                 continue
             if m == OPEN:
@@ -483,9 +513,11 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
                     self._held(s, j, base, True)
                     return None
                 kind, name, _ = classify(s[j:k]) if k >= 0 else (T_OTHER, "", False)
-                if (kind != T_OPEN_BLOCK and kind != T_INVOKE and self._rec is not None
-                        and not self._rec_skipped(s, j)):
-                    return self._rec_start(j)
+                if self._rec is not None:
+                    if self._rec_skipped(s, j):  # recovery gave up on this candidate: text
+                        kind = T_OTHER
+                    elif kind != T_OPEN_BLOCK and kind != T_INVOKE:
+                        return self._rec_start(j)
                 if k == -2:
                     self._note("stray_dsml")
                     self._emit_content(OPEN)
@@ -494,9 +526,15 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
                     i = j + len(OPEN)
                     continue
                 if kind == T_OPEN_BLOCK:
-                    self._enter_block()
+                    if self._take_approval(s, j):
+                        self._enter_block()
+                    else:  # a block only if a call follows: held until then (output_hold)
+                        self._hold_start(s[j:k], CONTENT, None)
                     return k
                 if kind == T_INVOKE:
+                    if self._needs_hold(name) and not self._take_approval(s, j):
+                        self._hold_start(s[j:k], CONTENT, name)
+                        return k
                     self._enter_block()
                     self._start_call(name)
                     return k
@@ -515,6 +553,36 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
             self._emit_content(m)
             if self._end is not None:
                 return None
+            i = j + len(m)
+
+    def _role_token(self) -> None:
+        """A role token was read: note it; from here on nothing is read as structure."""
+        self._note("role_token")
+        if not self._frozen:
+            self._frozen = True
+            self._m_reason = self._m_content = MarkerMatcher(self._eos_text)
+
+    def _emit_literal(self, text: str) -> None:
+        """Content that no call claims (markup that did not become one), verbatim: only ``</think>``
+        and role tokens (notes) and EOS spellings (the end) are read in it."""
+        find = self._m_lit.find
+        end0 = self._end
+        i, n = 0, len(text)
+        while i < n and self._end is end0:
+            j, m = find(text, i)
+            if m is None:
+                self._emit_content(text[i:])
+                return
+            if j > i:
+                self._emit_content(text[i:j])
+            if m in self._eos_text:
+                self._end = ("stop", None)
+                return
+            if m == THINK_END:
+                self._note("think_end_in_content")
+            else:
+                self._role_token()
+            self._emit_content(m)
             i = j + len(m)
 
     def _emit_content(self, piece: str) -> None:
@@ -602,6 +670,8 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
     def _flush_held(self) -> None:
         if self._state == RECOVER:
             self._rec_finish()
+        elif self._state == HOLD:
+            self._hold_finish()
         hold, self._hold = self._hold, ""
         st = self._state
         if hold:
@@ -609,6 +679,8 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery):
                 self._emit_reasoning(hold)
             elif st == CONTENT:
                 self._emit_content(hold)
+            elif st == INVOKE or st == VALUE or (st == BLOCK and self._blk_calls):
+                self._note("partial_markup")  # an unfinished tag of a tool block: markup, dropped
             else:
                 self._text_in_state(hold)
         if self._end is not None and self._end[1] is not None:

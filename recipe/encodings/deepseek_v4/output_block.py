@@ -8,7 +8,13 @@ a parameter value) read the text tag by tag (:meth:`ToolCallBlock._dsml_step`) a
 to their closer and emitted raw when they are valid JSON, else quoted (``invalid_json_argument``);
 a call cut short is closed. Whitespace between tags is dropped; text that is not a tag ends the
 block (between invokes) or goes to content (inside an invoke, the call continues); a parameter
-left open is closed by the next structural tag. See the deviations in :mod:`.output`.
+left open is closed by the next structural tag (an invoke opener or block closer that closes the
+call is then read again by the block state). A parameter written without ``string=`` is read as
+JSON when the tool's schema types it so, else as a string (``inferred_parameter_type``); a
+parameter named twice in one invoke keeps its first value, the repeat (tag, value, closer) is
+content (``duplicate_parameter``), so arguments never hold a key twice. An invoke tag that must
+be held (undeclared or strict tool, :mod:`.output_hold`) switches to the ``HOLD`` state. See the
+deviations in :mod:`.output`.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ __all__ = ["ToolCallBlock"]
 class ToolCallBlock:
     """The :class:`~.output.OutputParser` methods for the block, invoke and value states.
 
-    Owns the call being built (``_call``, ``_args``, ``_nparams``, the value buffers) and the
-    whitespace held between tags (``_ws``); reads and writes the parser's state.
+    Owns the call being built (``_call``, ``_args``, ``_nparams``, ``_pnames``, the value buffers)
+    and the whitespace held between tags (``_ws``); reads and writes the parser's state.
     """
 
     def _init_calls(self) -> None:
@@ -51,6 +57,10 @@ class ToolCallBlock:
         self._args: list[str] = []
         self._args_sent = 0  # how many of _args were emitted as deltas
         self._nparams = 0
+        self._pnames: set[str] = set()  # parameter names of the open call
+        self._json_params: frozenset[str] = frozenset()  # its tool's non-string properties
+        self._blk_calls = 0  # calls started in the current block
+        self._vdup = False  # the open value repeats a parameter name: it goes to content
         self._vstring = True
         self._vnl = False  # a trailing "\n" of a string value is held
         self._vbuf: list[str] = []
@@ -63,6 +73,7 @@ class ToolCallBlock:
         self._c_nl = ""
         self._c_q.clear()
         self._after_block = False
+        self._blk_calls = 0
         if self._stops is not None:
             held = self._stops.flush()
             if held:
@@ -165,6 +176,8 @@ class ToolCallBlock:
             self._ws += text  # whitespace between tags: held, dropped at the next tag
             return
         self._note("text_in_tool_block")
+        if "<｜" in body and any(r in body for r in self._roles):
+            self._note("role_token")
         ws = text[len(body):]
         if st == BLOCK:  # text between invokes: the block is over, back to content
             self._c_nl = self._ws
@@ -196,7 +209,10 @@ class ToolCallBlock:
         if kind == -1:
             return k
         if kind == T_INVOKE:
-            self._start_call(name)
+            if self._needs_hold(name) and not self._take_approval(s, j):
+                self._hold_start(s[j:k], BLOCK, name)
+            else:
+                self._start_call(name)
         elif kind == T_CLOSE_BLOCK:
             self._leave_block()
         elif kind == T_PARAM:  # a parameter outside any invoke: text, back to content
@@ -213,11 +229,23 @@ class ToolCallBlock:
         j, kind, name, is_str, k = r
         if kind == -1:
             return k
-        self._invoke_tag(kind, name, is_str, s[j:k])
-        return k
+        return self._invoke_tag(kind, name, is_str, s, j, k)
 
-    def _invoke_tag(self, kind: int, name: str, is_str: bool, tag: str) -> None:
+    def _invoke_tag(self, kind: int, name: str, is_str: bool | None, s: str, j: int, k: int) -> int:
+        """Handle the tag ``s[j:k]`` inside an invoke; returns where to continue (``j``: the block
+        state reads the tag again)."""
         if kind == T_PARAM:
+            if name in self._pnames:  # a repeated name: the first value stays, this one is content
+                self._note("duplicate_parameter")
+                self._to_content(s[j:k])
+                self._vdup = True
+                self._vstring = False  # (keeps the one-token string shortcut away)
+                self._state = VALUE
+                return k
+            self._pnames.add(name)
+            if is_str is None:
+                self._note("inferred_parameter_type")
+                is_str = name not in self._json_params
             self._arg(f'{", " if self._nparams else ""}{encode_basestring(name)}: {chr(34) if is_str else ""}')
             self._nparams += 1
             self._vstring = is_str
@@ -227,16 +255,14 @@ class ToolCallBlock:
         elif kind == T_CLOSE_INVOKE:
             self._end_call()
             self._state = BLOCK
-        elif kind == T_INVOKE:
+        elif kind == T_INVOKE or kind == T_CLOSE_BLOCK:  # the call ends here; the block reads the tag
             self._note("unclosed_invoke")
             self._end_call()
-            self._start_call(name)
-        elif kind == T_CLOSE_BLOCK:
-            self._note("unclosed_invoke")
-            self._end_call()
-            self._leave_block()
+            self._state = BLOCK
+            return j
         else:  # stray </parameter> or nested <tool_calls>
             self._note("stray_dsml")
+        return k
 
     def _do_value(self, s: str, i: int, base: int) -> int | None:
         r = self._dsml_step(s, i, base)
@@ -246,17 +272,24 @@ class ToolCallBlock:
         if kind == -1:
             return k
         if kind == T_CLOSE_PARAM:
-            self._end_value(implicit=False)
+            self._end_value(False, s[j:k])
             self._state = INVOKE
-        else:
-            self._note("implicit_parameter_close")
-            self._end_value(implicit=True)
-            self._state = INVOKE
-            self._invoke_tag(kind, name, is_str, s[j:k])
-        return k
+            return k
+        self._note("implicit_parameter_close")
+        self._end_value(True)
+        self._state = INVOKE
+        return self._invoke_tag(kind, name, is_str, s, j, k)
+
+    def _to_content(self, text: str) -> None:
+        """Text inside an invoke that is not the call's (a repeated parameter): content, the call goes on."""
+        self._flush_args()
+        self._emit_content(text)
 
     def _value_text(self, text: str) -> None:
         if not self._vstring:
+            if self._vdup:
+                self._to_content(text)
+                return
             self._vbuf.append(text)
             return
         if self._vnl:
@@ -269,7 +302,13 @@ class ToolCallBlock:
                 return
         self._arg(encode_basestring(text)[1:-1])
 
-    def _end_value(self, implicit: bool) -> None:
+    def _end_value(self, implicit: bool, closer: str = "") -> None:
+        """Close the open value (``closer``: its explicit closer tag, "" when implicit or cut)."""
+        if self._vdup:
+            self._vdup = False
+            if closer:
+                self._to_content(closer)
+            return
         if self._vstring:
             if self._vnl and not implicit:
                 self._arg("\\n")
@@ -292,6 +331,10 @@ class ToolCallBlock:
         self._call = idx
         self._args = []
         self._nparams = 0
+        self._pnames = set()
+        ta = self._tool_args.get(name)
+        self._json_params = ta.json_params if ta is not None else frozenset()
+        self._blk_calls += 1
         if self._declared and name not in self._declared:
             self._note("undeclared_tool")
         self._out.append(ToolCallStart(idx, self._new_id(idx), name))

@@ -20,10 +20,16 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 __all__ = [
     "CLOSE",
+    "CLOSE_BLOCKS",
+    "CLOSE_INVOKES",
+    "CLOSE_PARAMS",
+    "SPELLINGS",
+    "Spelling",
     "KEY_JSON",
     "OPEN",
     "SIMPLE_JSON",
@@ -41,27 +47,53 @@ __all__ = [
     "read_tag",
 ]
 
+@dataclass(frozen=True, slots=True)
+class Spelling:
+    """One exact spelling of the DSML tool-call tags: ``<PREFIX>BLOCK>``, ``<PREFIX>INVOKE name="…">``,
+    ``<PREFIX>PARAMETER name="…" string="…">`` and their closers ``</PREFIX>…>`` (the closer prefix is
+    the opener prefix with ``/`` after ``<``)."""
+
+    prefix: str
+    block: str
+    invoke: str
+    parameter: str
+
+
+#: the exact spellings the parser reads as the format itself (a second spelling is one more row;
+#: every row must share :data:`OPEN` as its opener prefix, which the content scanner looks for).
+SPELLINGS: tuple[Spelling, ...] = (Spelling("<｜DSML｜", "tool_calls", "invoke", "parameter"),)
 #: how every exact opener / closer starts.
-OPEN = "<｜DSML｜"
-CLOSE = "</｜DSML｜"
-_OPEN_BLOCK = "<｜DSML｜tool_calls>"
-_CLOSE_BLOCK = "</｜DSML｜tool_calls>"
-_CLOSE_INVOKE = "</｜DSML｜invoke>"
-_CLOSE_PARAM = "</｜DSML｜parameter>"
-_INVOKE_RE = re.compile(r'<｜DSML｜invoke name="([^"<>\n]+)"(?: [A-Za-z_]+="[^"<>\n]*")*>')
-_PARAM_RE = re.compile(r'<｜DSML｜parameter name="([^"<>\n]+)" string="(true|false)">')
+OPEN = SPELLINGS[0].prefix
+CLOSE = "</" + OPEN[1:]
+assert all(sp.prefix == OPEN for sp in SPELLINGS)
 #: longest tag text read while looking for its ``>``; longer means "not a tag".
 TAG_MAX = 512
 
 # tag kinds
 T_OPEN_BLOCK, T_CLOSE_BLOCK, T_INVOKE, T_CLOSE_INVOKE, T_PARAM, T_CLOSE_PARAM, T_OTHER = range(7)
 _FIXED_TAGS = {
-    _OPEN_BLOCK: T_OPEN_BLOCK,
-    _CLOSE_BLOCK: T_CLOSE_BLOCK,
-    _CLOSE_INVOKE: T_CLOSE_INVOKE,
-    _CLOSE_PARAM: T_CLOSE_PARAM,
+    tag: kind
+    for sp in SPELLINGS
+    for tag, kind in (
+        (f"{OPEN}{sp.block}>", T_OPEN_BLOCK),
+        (f"{CLOSE}{sp.block}>", T_CLOSE_BLOCK),
+        (f"{CLOSE}{sp.invoke}>", T_CLOSE_INVOKE),
+        (f"{CLOSE}{sp.parameter}>", T_CLOSE_PARAM),
+    )
 }
-_CLASSIFIED: dict[str, tuple[int, str, bool]] = {}
+_ATTR = '"[^"<>\\n]*"'
+_NAMES = '[^"<>\\n]+'
+_INVOKE_RE = re.compile(
+    "|".join(f'{re.escape(OPEN + sp.invoke)} name="({_NAMES})"(?: [A-Za-z_]+={_ATTR})*>' for sp in SPELLINGS))
+#: ``string`` is optional: a parameter written without it has its kind inferred (``is_string`` None)
+_PARAM_RE = re.compile(
+    "|".join(f'{re.escape(OPEN + sp.parameter)} name="({_NAMES})"(?: string="([^"<>\\n]*)")?>' for sp in SPELLINGS))
+_STRING_ATTR = {"true": True, "false": False}
+_CLASSIFIED: dict[str, tuple[int, str, bool | None]] = {}
+#: closers of every spelling, for the scans that need them as literals
+CLOSE_BLOCKS = tuple(f"{CLOSE}{sp.block}>" for sp in SPELLINGS)
+CLOSE_INVOKES = tuple(f"{CLOSE}{sp.invoke}>" for sp in SPELLINGS)
+CLOSE_PARAMS = tuple(f"{CLOSE}{sp.parameter}>" for sp in SPELLINGS)
 
 
 def read_tag(s: str, j: int, plen: int) -> int:
@@ -80,8 +112,12 @@ def read_tag(s: str, j: int, plen: int) -> int:
     return -1 if len(s) < lim else -2
 
 
-def classify(tag: str) -> tuple[int, str, bool]:
-    """(kind, name, is_string) of a complete ``<…>`` DSML tag text (memoised: tags repeat)."""
+def classify(tag: str) -> tuple[int, str, bool | None]:
+    """(kind, name, is_string) of a complete ``<…>`` DSML tag text (memoised: tags repeat).
+
+    ``is_string`` is set for parameter openers: True / False for ``string="true"`` / ``"false"``,
+    None when the attribute is missing or has another value (the caller infers the kind).
+    """
     hit = _CLASSIFIED.get(tag)
     if hit is not None:
         return hit
@@ -89,9 +125,10 @@ def classify(tag: str) -> tuple[int, str, bool]:
     if kind is not None:
         hit = kind, "", False
     elif m := _INVOKE_RE.fullmatch(tag):
-        hit = T_INVOKE, m.group(1), False
+        hit = T_INVOKE, next(g for g in m.groups() if g is not None), False
     elif m := _PARAM_RE.fullmatch(tag):
-        hit = T_PARAM, m.group(1), m.group(2) == "true"
+        k = next(n for n, g in enumerate(m.groups()) if g is not None)
+        hit = T_PARAM, m.group(k + 1), _STRING_ATTR.get(m.group(k + 2))
     else:
         hit = T_OTHER, "", False
     if len(_CLASSIFIED) < 4096:

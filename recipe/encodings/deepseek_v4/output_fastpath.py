@@ -215,10 +215,14 @@ class FastPaths:
             if kind != T_CLOSE_PARAM:
                 return None
             out = self._out = []
-            self._end_value(implicit=False)
+            self._end_value(False, tag)
             st = self._state = INVOKE
         elif st == INVOKE:
             if kind == T_PARAM:
+                pnames = self._pnames
+                if is_str is None or name in pnames:
+                    return None  # inferred kind or a repeated name: the general path
+                pnames.add(name)
                 out = self._out = []
                 k = KEY_JSON.get(name) or key_json(name)
                 piece = (", " + k if self._nparams else k) + ('"' if is_str else "")
@@ -236,6 +240,8 @@ class FastPaths:
                 return None
         elif st == BLOCK:
             if kind == T_INVOKE:
+                if self._needs_hold(name):
+                    return None
                 out = self._out = []
                 self._start_call(name)
                 st = INVOKE
@@ -270,22 +276,32 @@ class FastPaths:
     def _bulk_invokes(self, s: str, i: int) -> int:
         """Emit every complete well-formed invoke starting at ``i`` (after whitespace) at once.
 
-        Returns the index after the last one matched (``i`` when none). The events are those
-        the tag-by-tag path gives for the same text inside one push: start, one arguments
-        delta, end.
+        Returns the index after the last one emitted (``i`` when none). The events are those the
+        tag-by-tag path gives for the same text inside one push: start, one arguments delta, end.
+        An invoke the general path must judge (a parameter named twice, a strict tool's required
+        parameter missing) ends the run: the index returned is its start.
         """
         m = self._re_run.match(s, i)
         if m is None:
             return i
         append = self._out.append
         declared = self._declared
+        strict = self._strict_req
         new_id = self._new_id
         keys = KEY_JSON
         idx = self._ncalls
         parts: list[str] = []
+        seen: set[str] = set()
         call = ""
+        invalid = False
+        stop = -1  # ordinal of the invoke that ends the run, when one does
+        ordinal = -1
         for name, key, is_str, val, close in self._re_lex.findall(s, i, m.end()):
             if key:
+                if key in seen:
+                    stop = ordinal
+                    break
+                seen.add(key)
                 k = keys.get(key)
                 if k is None:
                     k = key_json(key)
@@ -294,23 +310,39 @@ class FastPaths:
                 elif SIMPLE_JSON.fullmatch(val) or is_json(val):
                     parts.append(k + val)
                 else:
-                    self._note("invalid_json_argument")
+                    invalid = True
                     parts.append(k + encode_basestring(val))
             elif name:
                 call = name
                 parts = []
-                if declared and name not in declared:
-                    self._note("undeclared_tool")
+                seen = set()
+                invalid = False
+                ordinal += 1
             else:
+                req = strict.get(call)
+                if req is not None and not req <= seen:
+                    stop = ordinal
+                    break
+                if declared and call not in declared:
+                    self._note("undeclared_tool")
+                if invalid:
+                    self._note("invalid_json_argument")
                 args = "{" + ", ".join(parts) + "}" if parts else "{}"
                 append(ToolCallStart(idx, new_id(idx), call))
                 append(ToolCallArgumentsDelta(idx, args))
                 append(ToolCallEnd(idx, args))
                 idx += 1
-        i = m.end()
+        self._blk_calls += idx - self._ncalls
         self._ncalls = idx
         self._ws = ""
         self._ws_text = False
+        if stop >= 0:  # the general path reads that invoke (its leading whitespace included)
+            for tok in self._re_lex.finditer(s, i, m.end()):
+                if tok.group(1) is not None:
+                    if stop == 0:
+                        return tok.start()
+                    stop -= 1
+        i = m.end()
         m = _BLOCK_END.match(s, i)
         if m is not None:  # the block closer right after: leave the block here too
             self._leave_block()

@@ -15,7 +15,11 @@ exact spelling itself) hands text that starts like such a tag to these helpers, 
 Accepted invokes become ordinary tool calls; anything else is left to the caller, which keeps
 it as content byte for byte. The grammar accepts the exact spelling too (a corrupted block may
 hold exact-format invokes), one bar or two, ``｜`` or ``|``, and one optional space at each
-seam.
+seam; the ``string`` attribute of a parameter is optional (its kind is then inferred as on the
+exact path). A complete invoke that is still refused (undeclared tool, a parameter named twice,
+a strict tool's required parameter missing) is content up to its closer, verbatim, exact-format
+invokes inside it included (notes ``stray_dsml``, ``rejected_tool_call``); so is a candidate whose
+structure breaks, up to the first closer tag that shows it.
 
 :class:`Recovery` is the parser's side: the ``RECOVER`` state holds the text from a candidate
 opener (one of :data:`SOFT_OPENERS`, or an exact-looking opener that is no well-formed tag) and
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import NamedTuple
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.encodings.deepseek_v4.output_dsml import SIMPLE_JSON, is_json
@@ -34,6 +39,7 @@ from recipe.output.events import ToolCallArgumentsDelta, ToolCallEnd, ToolCallSt
 
 __all__ = [
     "MAX_HOLD",
+    "Params",
     "SOFT_OPENERS",
     "TRIGGER_SPAN",
     "Recovery",
@@ -42,6 +48,7 @@ __all__ = [
     "has_trigger",
     "head_state",
     "params_json",
+    "trigger_end",
 ]
 
 #: longest corrupted-call text held back before it is released as plain text (characters).
@@ -59,11 +66,12 @@ _HEADS = {
 }
 #: a held head longer than this (normalised) without completing is not a DSML tag.
 _HEAD_MAX = 40
-
 _BARS = "(?:[｜|] ?){1,2}"
+
 _NAME = '[^"<>\\n]{1,256}'
-#: what can complete an invoke or end a block: an invoke closer's end, a block closer's end.
-_TRIGGER = re.compile(r"invoke ?>|/[^<>/]{0,24}calls ?>")
+#: what can complete an invoke or end a block: an invoke or block closer tag in any spelling (a
+#: value cannot contain one, so the first one found decides, whatever the chunking).
+_TRIGGER = re.compile(f"< ?/ ?{_BARS}DSML ?{_BARS}(?:invoke|{'|'.join(_BLOCK_NAMES)}) ?>")
 #: how many trailing characters to keep to find a trigger split across pushes.
 TRIGGER_SPAN = 40
 
@@ -90,8 +98,14 @@ def head_state(text: str, kind: str = "open") -> int:
 
 
 def has_trigger(text: str) -> bool:
-    """True when ``text`` holds the end of an invoke or block closer: time to decide."""
+    """True when ``text`` holds an invoke or block closer tag: time to decide."""
     return _TRIGGER.search(text) is not None
+
+
+def trigger_end(text: str) -> int:
+    """End index of the first invoke or block closer tag in ``text``, -1 when there is none."""
+    m = _TRIGGER.search(text)
+    return m.end() if m else -1
 
 
 class RecoveryGrammar:
@@ -106,7 +120,7 @@ class RecoveryGrammar:
     def __init__(self, eos_texts: Iterable[str]) -> None:
         bad = "|".join([f" ?/? ?{_BARS}DSML", *(re.escape(e[1:]) for e in eos_texts if e.startswith("<"))])
         value = f"[^<]*(?:<(?!{bad})[^<]*)*"
-        p_open = _head("parameter") + f' name="{_NAME}" string="(?:true|false)" ?>'
+        p_open = _head("parameter") + f' name="{_NAME}"(?: string="[^"<>\\n]*")? ?>'
         p_close = _head("parameter", True) + " ?>"
         invoke = (_head("invoke") + f' name="({_NAME})"(?: [A-Za-z_]+="[^"<>\\n]*")* ?>'
                   + f"((?:\\s*{p_open}{value}{p_close})*)\\s*" + _head("invoke", True) + " ?>")
@@ -114,7 +128,7 @@ class RecoveryGrammar:
         self.first = re.compile(f"(?:{block_open}\\s*)?{invoke}")
         self.next = re.compile(f"\\s*{invoke}")
         self.param = re.compile(
-            f'\\s*{_head("parameter")} name="({_NAME})" string="(true|false)" ?>({value}){p_close}')
+            f'\\s*{_head("parameter")} name="({_NAME})"(?: string="([^"<>\\n]*)")? ?>({value}){p_close}')
         self.block_close = re.compile("\\s*" + _head("|".join(_BLOCK_NAMES), True) + " ?>")
 
 
@@ -124,16 +138,36 @@ def block_closer(grammar: RecoveryGrammar, text: str) -> int:
     return m.end() if m else -1
 
 
-def params_json(grammar: RecoveryGrammar, text: str, start: int, end: int) -> tuple[str, bool]:
-    """Arguments JSON of the parameters in ``text[start:end]`` and whether a value was invalid JSON.
+class Params(NamedTuple):
+    """The parameters of one recognised invoke: ``arguments`` (JSON object text), ``names`` (None
+    when a name repeats), ``invalid`` (a non-string value was not JSON), ``inferred`` (a parameter
+    had no usable ``string`` attribute)."""
+
+    arguments: str
+    names: frozenset[str] | None
+    invalid: bool
+    inferred: bool
+
+
+def params_json(grammar: RecoveryGrammar, text: str, start: int, end: int,
+                json_params: frozenset[str] = frozenset()) -> Params:
+    """The parameters in ``text[start:end]`` as :class:`Params`.
 
     Same rules as the exact path: ``string="true"`` values become JSON strings, ``string="false"``
-    values are kept raw when they are valid JSON, else quoted.
+    values are kept raw when they are valid JSON, else quoted; without a ``true``/``false`` value the
+    parameter is JSON when its name is in ``json_params``, else a string.
     """
     parts = []
-    invalid = False
+    names: set[str] = set()
+    dup = invalid = inferred = False
     for m in grammar.param.finditer(text, start, end):
         key, kind, val = m.groups()
+        if key in names:
+            dup = True
+        names.add(key)
+        if kind != "true" and kind != "false":
+            inferred = True
+            kind = "false" if key in json_params else "true"
         k = encode_basestring(key) + ": "
         if kind == "true":
             parts.append(k + encode_basestring(val))
@@ -142,7 +176,7 @@ def params_json(grammar: RecoveryGrammar, text: str, start: int, end: int) -> tu
         else:
             invalid = True
             parts.append(k + encode_basestring(val))
-    return "{" + ", ".join(parts) + "}", invalid
+    return Params("{" + ", ".join(parts) + "}", None if dup else frozenset(names), invalid, inferred)
 
 
 class Recovery:
@@ -222,10 +256,13 @@ class Recovery:
         self._rbuf = [held]
         return self._rec_more(held, final=False) if self._rmore else self._rec_first(held)
 
-    def _rec_first(self, held: str) -> int:
+    def _rec_first(self, held: str) -> int | None:
         m = self._rec.first.match(held)
-        if m is None or m.group(1) not in self._declared:
-            return self._rec_reject(held)
+        if m is None:
+            return self._rec_reject(held, trigger_end(held))
+        params = self._rec_params(held, m)
+        if not isinstance(params, Params):  # refused: the invoke (and a block opener before it) is content
+            return self._rec_reject(held, m.end(), params)
         # the text before the call ends like content before a tool block
         self._c_nl = ""
         self._c_q.clear()
@@ -235,8 +272,23 @@ class Recovery:
             if tail:
                 self._text_out(tail)
                 self._c_lead = False
-        self._rec_call(held, m)
+        self._rec_call(m.group(1), params)
         return self._rec_continue(held[m.end():])
+
+    def _rec_params(self, held: str, m: re.Match[str]) -> Params | tuple[str, ...]:
+        """The parameters of the complete invoke ``m`` when it may be a call, else the notes saying
+        why not (undeclared tool, a parameter named twice, a strict tool's required parameter missing)."""
+        name = m.group(1)
+        if name not in self._declared:
+            return ("rejected_tool_call",)
+        ta = self._tool_args.get(name)
+        p = params_json(self._rec, held, m.start(2), m.end(2), ta.json_params if ta is not None else frozenset())
+        if p.names is None:
+            return ("rejected_tool_call", "duplicate_parameter")
+        req = self._strict_req.get(name)
+        if req is not None and not req <= p.names:
+            return ("rejected_tool_call", "missing_required_parameter")
+        return p
 
     def _rec_more(self, held: str, final: bool) -> int | None:
         """After a recovered invoke: another invoke, the block closer, or the end of the block."""
@@ -259,15 +311,22 @@ class Recovery:
                 self._resume = held[k:]
                 return SWITCH
             if final or ">" in body[:_HEAD_PEEK] or len(body) > _HEAD_PEEK:
-                return self._rec_exit(held, skip=False)  # a closer is never a candidate
+                self._note("stray_dsml")  # a broken closer: text (a closer is never a candidate)
+                return self._rec_exit(held, skip=False)
             return None
         if opening == 1:
             self._rhead = True
             m = self._rec.next.match(held)
-            if m is not None and m.group(1) in self._declared:
-                self._rec_call(held, m)
-                return self._rec_continue(held[m.end():])
-            if final or (m is None and has_trigger(held)) or m is not None:
+            if m is not None:
+                params = self._rec_params(held, m)
+                if isinstance(params, Params):
+                    self._rec_call(m.group(1), params)
+                    return self._rec_continue(held[m.end():])
+                return self._rec_exit_literal(held, m.end(), params)
+            end = trigger_end(held)
+            if end >= 0:
+                return self._rec_exit_literal(held, end, ())
+            if final:
                 return self._rec_exit(held, skip=True)
             return None
         if not final and (closing == 0 or opening == 0):
@@ -286,31 +345,56 @@ class Recovery:
         self._resume = rest
         return SWITCH
 
-    def _rec_call(self, held: str, m: re.Match[str]) -> None:
-        args, invalid = params_json(self._rec, held, m.start(2), m.end(2))
-        if invalid:
+    def _rec_call(self, name: str, params: Params) -> None:
+        if params.invalid:
             self._note("invalid_json_argument")
+        if params.inferred:
+            self._note("inferred_parameter_type")
         self._note("recovered_dsml")
         idx = self._ncalls
         self._ncalls = idx + 1
         out = self._out
-        out.append(ToolCallStart(idx, self._new_id(idx), m.group(1)))
+        args = params.arguments
+        out.append(ToolCallStart(idx, self._new_id(idx), name))
         out.append(ToolCallArgumentsDelta(idx, args))
         out.append(ToolCallEnd(idx, args))
 
-    def _rec_reject(self, held: str) -> int:
-        """Not a recoverable call: the held text is content, read again with this candidate as text."""
+    def _rec_reject(self, held: str, end: int = -1, why: tuple[str, ...] = ()) -> int | None:
+        """Not a recoverable call. With ``end`` (the first closer tag, or the end of a refused
+        invoke): ``held[:end]`` is content verbatim and the rest is read again; without: the held
+        text is read again as content, with this candidate's opener as text."""
         self._state = CONTENT
         self._rbuf = []
-        self._rec_skip = (held, 0)
-        self._resume = held
-        return SWITCH
+        if end < 0:
+            if self._rhead:  # it looked like a DSML tag: markup kept as text
+                self._note("stray_dsml")
+            self._rec_skip = (held, 0)
+            self._resume = held
+            return SWITCH
+        return self._rec_literal(held, end, why)
+
+    def _rec_literal(self, held: str, end: int, why: tuple[str, ...]) -> int | None:
+        self._note("stray_dsml")
+        for note in why:
+            self._note(note)
+        self._emit_literal(held[:end])
+        self._resume = rest = held[end:] if self._end is None else ""
+        return SWITCH if rest else None
+
+    def _rec_exit_literal(self, held: str, end: int, why: tuple[str, ...]) -> int | None:
+        """The recovered block is over at a refused or broken invoke: it is content up to ``end``."""
+        self._state = CONTENT
+        self._rbuf = []
+        self._after_block = True
+        return self._rec_literal(held, end, why)
 
     def _rec_exit(self, held: str, skip: bool) -> int:
         """The recovered block is over: the rest is content (blanks kept only before text)."""
         self._state = CONTENT
         self._rbuf = []
         self._after_block = True
+        if skip:
+            self._note("stray_dsml")
         self._rec_skip = (held, len(held) - len(held.lstrip())) if skip else None
         self._resume = held
         return SWITCH
@@ -326,12 +410,10 @@ class Recovery:
                     self._state = CONTENT
                     self._rbuf = []
                     return
+            elif self._rhead:
+                self._rec_first(held)
             else:
-                m = self._rec.first.match(held) if self._rhead else None
-                if m is not None and m.group(1) in self._declared:
-                    self._rec_first(held)
-                else:
-                    self._rec_reject(held)
+                self._rec_reject(held)
             text, self._resume = self._resume, ""
             self._drive(text)
         if self._state == RECOVER:

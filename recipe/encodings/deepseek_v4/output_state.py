@@ -19,11 +19,12 @@ from recipe.output.events import (
     ToolCallArgumentsDelta,
 )
 
-__all__ = ["BLOCK", "CONTENT", "DONE", "INVOKE", "REASONING", "RECOVER", "SWITCH", "VALUE", "coalesce"]
+__all__ = ["BLOCK", "CONTENT", "DONE", "HOLD", "INVOKE", "REASONING", "RECOVER", "SWITCH", "VALUE", "coalesce"]
 
 #: states: reasoning (before ``</think>``), content, inside a tool-call block, inside an invoke,
-#: inside a parameter value, holding a possibly corrupted DSML call, ended (Finish emitted).
-REASONING, CONTENT, BLOCK, INVOKE, VALUE, RECOVER, DONE = range(7)
+#: inside a parameter value, holding a possibly corrupted DSML call, holding exact markup until it
+#: is known to be a valid call (:mod:`.output_hold`), ended (Finish emitted).
+REASONING, CONTENT, BLOCK, INVOKE, VALUE, RECOVER, HOLD, DONE = range(8)
 #: a handler's return value asking the driver to continue on ``_resume`` from index 0.
 SWITCH = -1
 
