@@ -92,6 +92,7 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     T_OTHER,
     classify,
     is_json,
+    is_tag_prefix,
     read_tag,
 )
 from recipe.encodings.deepseek_v4.output_fastpath import FastPaths, text_cache
@@ -668,18 +669,21 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         )
 
     def _flush_held(self) -> None:
-        if self._state == RECOVER:
-            self._rec_finish()
-        elif self._state == HOLD:
-            self._hold_finish()
+        while self._state == RECOVER or self._state == HOLD:  # (reading what they held may enter the other)
+            if self._state == RECOVER:
+                self._rec_finish()
+            else:
+                self._hold_finish()
         hold, self._hold = self._hold, ""
         st = self._state
         if hold:
             if st == REASONING:
                 self._emit_reasoning(hold)
             elif st == CONTENT:
+                if self._hold_tag:
+                    self._note("stray_dsml")  # an unfinished DSML tag at the end: text
                 self._emit_content(hold)
-            elif st == INVOKE or st == VALUE or (st == BLOCK and self._blk_calls):
+            elif (st == INVOKE or st == VALUE or (st == BLOCK and self._blk_calls)) and is_tag_prefix(hold):
                 self._note("partial_markup")  # an unfinished tag of a tool block: markup, dropped
             else:
                 self._text_in_state(hold)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
+from recipe.encodings.deepseek_v4.constants import THINK_END
 from recipe.encodings.deepseek_v4.output_dsml import (
     CLOSE,
     OPEN,
@@ -176,8 +177,7 @@ class ToolCallBlock:
             self._ws += text  # whitespace between tags: held, dropped at the next tag
             return
         self._note("text_in_tool_block")
-        if "<｜" in body and any(r in body for r in self._roles):
-            self._note("role_token")
+        self._note_markers(body)
         ws = text[len(body):]
         if st == BLOCK:  # text between invokes: the block is over, back to content
             self._c_nl = self._ws
@@ -260,8 +260,9 @@ class ToolCallBlock:
             self._end_call()
             self._state = BLOCK
             return j
-        else:  # stray </parameter> or nested <tool_calls>
+        else:  # stray </parameter> or nested <tool_calls>: text, the call goes on
             self._note("stray_dsml")
+            self._to_content(s[j:k])
         return k
 
     def _do_value(self, s: str, i: int, base: int) -> int | None:
@@ -282,8 +283,18 @@ class ToolCallBlock:
 
     def _to_content(self, text: str) -> None:
         """Text inside an invoke that is not the call's (a repeated parameter): content, the call goes on."""
+        self._note_markers(text)
         self._flush_args()
         self._emit_content(text)
+
+    def _note_markers(self, text: str) -> None:
+        """Notes for a ``</think>`` or a role token in text sent to content from inside a block
+        (kept as text there; nothing in a block is frozen by a role token)."""
+        if "<" in text:
+            if THINK_END in text:
+                self._note("think_end_in_content")
+            if "<｜" in text and any(r in text for r in self._roles):
+                self._note("role_token")
 
     def _value_text(self, text: str) -> None:
         if not self._vstring:

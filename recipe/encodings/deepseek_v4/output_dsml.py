@@ -43,6 +43,7 @@ __all__ = [
     "T_PARAM",
     "classify",
     "is_json",
+    "is_tag_prefix",
     "key_json",
     "read_tag",
 ]
@@ -94,6 +95,18 @@ _CLASSIFIED: dict[str, tuple[int, str, bool | None]] = {}
 CLOSE_BLOCKS = tuple(f"{CLOSE}{sp.block}>" for sp in SPELLINGS)
 CLOSE_INVOKES = tuple(f"{CLOSE}{sp.invoke}>" for sp in SPELLINGS)
 CLOSE_PARAMS = tuple(f"{CLOSE}{sp.parameter}>" for sp in SPELLINGS)
+
+
+#: the structural tags with a fixed text, and the heads of those that carry a name
+_TAG_TEXTS = tuple(_FIXED_TAGS)
+_NAMED_HEADS = tuple(f'{OPEN}{n} name="' for sp in SPELLINGS for n in (sp.invoke, sp.parameter))
+
+
+def is_tag_prefix(text: str) -> bool:
+    """True when ``text`` (held at the end of the output, no ``>`` yet) is the start of a
+    structural tag: a fixed tag's prefix, or an invoke / parameter opener up to its attributes."""
+    return (any(t.startswith(text) for t in _TAG_TEXTS) or any(h.startswith(text) for h in _NAMED_HEADS)
+            or any(text.startswith(h) for h in _NAMED_HEADS))
 
 
 def read_tag(s: str, j: int, plen: int) -> int:

@@ -33,6 +33,7 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     T_CLOSE_PARAM,
     T_INVOKE,
     T_OPEN_BLOCK,
+    T_OTHER,
     T_PARAM,
     classify,
     read_tag,
@@ -123,6 +124,7 @@ class Hold:
             self._hpos = p
             if p == len(buf):
                 return None
+            exact = False  # an exact structural tag follows (not a recovery candidate)
             if buf.startswith(OPEN, p):
                 k = read_tag(buf, p, len(OPEN))
                 if k == -1:
@@ -135,9 +137,10 @@ class Hold:
                         self._hold_invoke(p, name)
                         self._hpos = k
                         return self._hold_scan()
+                    exact = kind != T_OTHER
             elif len(buf) - p < len(OPEN) and OPEN.startswith(buf[p:]):
                 return None
-            if self._rec is not None and buf[p] == "<":
+            if self._rec is not None and buf[p] == "<" and not exact:
                 # a corrupted spelling after an exact opener: recovery judges the block as a whole
                 hs = head_state(buf[p:])
                 if hs == 0:
