@@ -64,12 +64,36 @@ def _completed_after_created(d: dict[str, Any]) -> None:
         assert d["completed_at"] >= d["created_at"]
 
 
-_STRUCTURAL = {"created_at": _time, "completed_at": _time, "call_id": _call_id}
+def _input_details(v: Any) -> Any:
+    """``usage.input_tokens_details`` without ``cache_write_tokens`` (deviation R9: we send it, as the
+    SDK's strict model requires, always 0; deepseek-recipe does not)."""
+    if not isinstance(v, dict) or "cache_write_tokens" not in v:
+        return v
+    assert v["cache_write_tokens"] == 0, v
+    return {k: x for k, x in v.items() if k != "cache_write_tokens"}
+
+
+def _tool_choice(v: Any) -> Any:
+    """A hosted ``web_search`` tool choice as we echo it (deviation R10: ``"auto"``, what it does)."""
+    return "auto" if isinstance(v, dict) and v.get("type") in ("web_search", "web_search_2025_08_26") else v
+
+
+def _tools(v: Any) -> Any:
+    """Echoed tools with a namespace tool's missing description as we echo it (deviation R11: ``""``)."""
+    if not isinstance(v, list):
+        return v
+    return [dict(t, description="") if isinstance(t, dict) and t.get("type") == "namespace" and t.get("description") is None
+            else t for t in v]
+
+
+_STRUCTURAL = {"created_at": _time, "completed_at": _time, "call_id": _call_id, "input_tokens_details": _input_details,
+               "tool_choice": _tool_choice, "tools": _tools}
 
 
 def structural(obj: Any) -> Any:
     """Copy of ``obj`` with call ids checked and replaced by ``CALL``, ``created_at`` / ``completed_at``
-    checked (ints, completed ≥ created) and set to 0."""
+    checked (ints, completed ≥ created) and set to 0, ``cache_write_tokens`` checked (0) and dropped, and
+    the echo fields the SDK's strict models made us change (deviations R10, R11) written our way."""
     return structural_copy(obj, _STRUCTURAL, _completed_after_created)
 
 

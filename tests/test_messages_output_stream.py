@@ -346,6 +346,7 @@ def test_text_inside_an_open_tool_call_follows_the_tool_block():
         msg = fold(ev)
         assert [b["type"] for b in msg["content"]] == ["text", "tool_use", "text"]
         assert msg["content"][1]["input"] == {}
-        assert msg["content"][2]["text"] == '<｜begin▁of▁sentence｜><｜DSML｜parameter name="'
-        assert msg["recipe"] == {"notes": ["text_in_tool_block", "truncated_tool_call"]}
+        # the unfinished parameter tag at the end is the cut call's markup (issue 12, shape 5)
+        assert msg["content"][2]["text"] == "<｜begin▁of▁sentence｜>"
+        assert msg["recipe"] == {"notes": ["text_in_tool_block", "role_token", "partial_markup", "truncated_tool_call"]}
         assert our_response(req, ids, "stop", seed=1) == msg

@@ -187,7 +187,9 @@ def test_usage_cached_and_reasoning_tokens():
     ids = ids_of("a b c</think>x")
     r = response(prep, ids, cached_tokens=3, created=1)
     n = len(prep.token_ids)
-    assert r["usage"] == {"input_tokens": n, "input_tokens_details": {"cached_tokens": 3}, "output_tokens": len(ids),
+    # cache_write_tokens: the openai SDK's strict ResponseUsage requires it (deviation R9)
+    assert r["usage"] == {"input_tokens": n, "input_tokens_details": {"cached_tokens": 3, "cache_write_tokens": 0},
+                          "output_tokens": len(ids),
                           "output_tokens_details": {"reasoning_tokens": ids.index(ids_of("</think>")[0])},
                           "total_tokens": n + len(ids)}
     r = response(prepare(body("none")), ids_of("Hi"), prompt_tokens=20, cached_tokens=5, created=1)
@@ -202,17 +204,21 @@ def test_finish_status_table():
     assert response_status("stop") == ("completed", None)
     assert response_status("length") == ("incomplete", "max_output_tokens")
     assert response_status("content_filter") == ("incomplete", "content_filter")
-    assert response_status("insufficient_system_resource") == ("incomplete", "insufficient_system_resource")
+    assert response_status("insufficient_system_resource") == ("incomplete", None)  # R6: reason in a note
     assert set(FINISH_STATUS) == {"stop", "length", "content_filter"}
 
 
 def test_unknown_backend_reason_is_incomplete_with_that_reason():
+    """Deviation R6: another backend reason gives ``incomplete``; the SDK's model allows only its own
+    ``incomplete_details.reason`` values, so the reason is null and the backend's string is a note."""
     payloads = stream_payloads(body(), [ids_of("Hi")], "insufficient_system_resource", **KW)
     check_invariants(payloads)
     last = payloads[-1]
     assert last["type"] == "response.incomplete"
-    assert last["response"]["incomplete_details"] == {"reason": "insufficient_system_resource"}
+    assert last["response"]["incomplete_details"] == {"reason": None}
+    assert last["response"]["recipe"] == {"notes": ["incomplete_reason: insufficient_system_resource"]}
     assert last["response"]["output"][0]["status"] == "incomplete"
+    assert our_response(body(), ids_of("Hi"), "insufficient_system_resource", **KW) == last["response"]
 
 
 def test_eos_ends_stream_and_text_after_tool_block_is_a_new_message():
@@ -319,5 +325,5 @@ def test_text_inside_an_unfinished_call_follows_the_call():
         r = payloads[-1]["response"]
         assert [(o["type"], o.get("arguments")) for o in r["output"]] == [("function_call", "{}"), ("message", None)]
         assert r["output"][1]["content"][0]["text"] == "</think>"
-        assert r["recipe"] == {"notes": ["text_in_tool_block", "truncated_tool_call"]}
+        assert r["recipe"] == {"notes": ["text_in_tool_block", "think_end_in_content", "truncated_tool_call"]}
         assert r == our_response(req, ids, "stop", **KW)

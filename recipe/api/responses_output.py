@@ -67,7 +67,8 @@ if TYPE_CHECKING:
 __all__ = ["FINISH_STATUS", "ResponsesEncoder", "custom_tool_input", "response_echo", "response_status"]
 
 #: backend finish reason -> (response status, ``incomplete_details.reason``). Other reasons give
-#: ``("incomplete", reason)`` (the SDK accepts any string there).
+#: ``("incomplete", None)`` and the note ``incomplete_reason: <reason>`` (the SDK's model allows only
+#: its own reasons there).
 FINISH_STATUS: dict[str, tuple[str, str | None]] = {
     "stop": ("completed", None),
     "length": ("incomplete", "max_output_tokens"),
@@ -81,8 +82,9 @@ _LOCATION_KEYS = ("city", "country", "region", "timezone")
 
 
 def response_status(reason: str) -> tuple[str, str | None]:
-    """(status, incomplete reason) for a backend finish ``reason`` (table :data:`FINISH_STATUS`)."""
-    return FINISH_STATUS.get(reason, ("incomplete", reason))
+    """(status, incomplete reason) for a backend finish ``reason`` (table :data:`FINISH_STATUS`;
+    another reason: incomplete, reason None)."""
+    return FINISH_STATUS.get(reason, ("incomplete", None))
 
 
 def custom_tool_input(arguments: str) -> str:
@@ -111,7 +113,8 @@ def _tool_echo(t: Any) -> dict[str, Any] | None:
         return {"type": "custom", "name": t.name}
     if isinstance(t, NamespaceTool):
         inner = [_function_echo(x) if isinstance(x, FunctionTool) else {"type": "custom", "name": x.name} for x in t.tools]
-        return {"type": "namespace", "name": t.name, "description": t.description, "tools": inner}
+        # (the SDK's NamespaceTool requires a string description: "" when the request gave none)
+        return {"type": "namespace", "name": t.name, "description": t.description or "", "tools": inner}
     if isinstance(t, WebSearchTool):
         loc = t.user_location
         if isinstance(loc, dict):
@@ -136,7 +139,7 @@ def _choice_echo(choice: Any) -> Any:
     if isinstance(choice, NamedChoice):
         return {"type": choice.type, "name": choice.name}
     if isinstance(choice, WebSearchChoice):
-        return {"type": choice.type}
+        return "auto"  # what it does; the SDK's models have no web_search tool choice
     return choice
 
 
@@ -321,7 +324,8 @@ class ResponsesEncoder:
         pu = PromptUsage(self._meta.prompt_tokens, self._meta.cached_tokens)
         return {
             "input_tokens": pu.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": pu.cached_tokens},
+            # cache_write_tokens: required by the openai SDK's strict model (3.57); cache writes are not known here
+            "input_tokens_details": {"cached_tokens": pu.cached_tokens, "cache_write_tokens": 0},
             "output_tokens": completion,
             "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": pu.prompt_tokens + completion,
@@ -491,8 +495,13 @@ class ResponsesEncoder:
         output = [copy_json(it.shape_done) for it in self._items]
         completed_at = self._meta.created + int(time.monotonic() - self._t0)
         resp = self._response(status, output, self._usage(finish.completion_tokens, finish.reasoning_tokens), completed_at, reason)
-        if finish.notes:
-            resp["recipe"] = {"notes": list(finish.notes)}
+        if status == "incomplete":
+            resp["incomplete_details"] = {"reason": reason}
+        notes = list(finish.notes)
+        if finish.reason not in FINISH_STATUS:
+            notes.append(f"incomplete_reason: {finish.reason}")
+        if notes:
+            resp["recipe"] = {"notes": notes}
         self._final = resp
         out.append({"type": "response.completed" if status == "completed" else "response.incomplete",
                     "response": resp, "sequence_number": self._next()})
