@@ -98,6 +98,8 @@ class Options:
             SDK's ``unsupported_request_behavior="continue_unthreaded"`` answers by resending the
             full history) or ``ignore`` (deepseek-recipe: the field is dropped, so a ``continue``
             turn silently loses its history).
+        long_tool_names: tool names longer than 128 characters — ``accept`` or ``reject``
+            (deepseek-recipe's 400 ``string too long``, checked with the names' pattern).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -115,6 +117,7 @@ class Options:
     anthropic_threads: Literal["reject", "ignore"] = "reject"
     aliases: Mapping[str, ModelAlias] = field(default_factory=lambda: DEFAULT_ALIASES)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    long_tool_names: Literal["accept", "reject"] = "accept"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included)."""
@@ -128,6 +131,7 @@ class Options:
             anthropic_custom_tools="reject",
             anthropic_threads="ignore",
             aliases=MappingProxyType({}),
+            long_tool_names="reject",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

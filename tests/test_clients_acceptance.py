@@ -198,3 +198,57 @@ def test_null_laden_sdk_shapes_are_accepted_and_render_as_the_clean_request():
     del clean_m["messages"][1]["content"][1]["citations"]
     del clean_m["messages"][1]["content"][2]["caller"]
     assert prepare(noisy_m, "messages").token_ids == oracle.convert("messages", clean_m)["token_ids"]
+
+
+# --- tool names: duplicates always rejected, names past 128 characters rejected in parity ----------------
+
+_LONG = "mcp__" + "x" * 124  # 129 characters
+
+
+def _with_tools(api, names, tool_choice=None):
+    if api == "chat":
+        body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{**CHAT_TOOL, "function": {**CHAT_TOOL["function"], "name": n}} for n in names]}
+    elif api == "responses":
+        body = {"model": "deepseek-v4-pro", "input": "hi", "tools": [{**RESP_TOOL, "name": n} for n in names]}
+    else:
+        body = {"model": "deepseek-v4-pro", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{**MSG_TOOL, "name": n} for n in names]}
+    if tool_choice is not None:
+        body["tool_choice"] = tool_choice
+    return body
+
+
+_NAME_FIELD = {"chat": "tools[{}].function.name", "responses": "tools[{}].name", "messages": "tools.{}.name"}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("options", [DEFAULT_OPTIONS, PARITY_OPTIONS], ids=["default", "parity"])
+def test_duplicate_tool_names_are_rejected_as_deepseek_recipe(api, options):
+    """Two tools of one name render twice under "Available Tool Schemas": a call would be ambiguous.
+    Rejected in every API and mode with deepseek-recipe's message (Chat accepted them before)."""
+    body = _with_tools(api, ["get_weather", "other", "get_weather"])
+    theirs = oracle.convert(api, body)
+    assert theirs["message"] == "Tool names must be unique."
+    with pytest.raises(RequestError) as info:
+        prepare(body, api, options=options)
+    assert info.value.message == theirs["message"] and info.value.param == _NAME_FIELD[api].format(2)
+    none = {"chat": "none", "responses": "none", "messages": {"type": "none"}}[api]
+    body = _with_tools(api, ["get_weather", "get_weather"], tool_choice=none)  # the tools are dropped: accepted
+    assert oracle.convert(api, body)["ok"]
+    assert prepare(body, api, options=options).token_ids == oracle.convert(api, body)["token_ids"]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_tool_names_past_128_characters_accepted_by_default_rejected_in_parity(api):
+    body = _with_tools(api, ["get_weather", _LONG])
+    theirs = oracle.convert(api, body)
+    assert not theirs["ok"] and "string too long" in theirs["message"]
+    with pytest.raises(RequestError) as info:
+        prepare(body, api, options=PARITY_OPTIONS)
+    assert info.value.message == theirs["message"] and info.value.param == _NAME_FIELD[api].format(1)
+    assert replace(DEFAULT_OPTIONS, long_tool_names="reject").long_tool_names == PARITY_OPTIONS.long_tool_names
+    prep = prepare(body, api)  # default: accepted, the name rendered as given
+    assert _LONG in prep.prompt.text
+    short = _with_tools(api, ["get_weather", "x" * 128])
+    assert prepare(short, api, options=PARITY_OPTIONS).token_ids == oracle.convert(api, short)["token_ids"]

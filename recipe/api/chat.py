@@ -157,12 +157,20 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     if options.reasoning_content_behavior == "reject" and thinking:
         _check_reasoning_present(req.messages)
 
-    tools = tuple(
-        common.build_tool(t.function.name, t.function.description, t.function.parameters, t.function.strict, f"tools[{k}].function.name")
-        for k, t in enumerate(req.tools or ())
-    )
+    tools_in = req.tools or ()
+    fields = [f"tools[{k}].function.name" for k in range(len(tools_in))]
+    for t, field in zip(tools_in, fields):  # every name first, then per tool: unique, schema (as the parity target)
+        common.check_tool_name(t.function.name, field, options)
     tc = req.tool_choice
     mode, name = ("auto", None) if tc is None else (tc, None) if isinstance(tc, str) else ("required", tc.function.name)
+    tools = []
+    seen: set[str] = set()
+    for k, t in enumerate(tools_in):
+        if mode != "none":  # (tool_choice none drops the tools: duplicates are not checked, observed)
+            if t.function.name in seen:  # two schemas under one name would make a call ambiguous
+                raise RequestError("Tool names must be unique.", param=fields[k])
+            seen.add(t.function.name)
+        tools.append(common.build_tool(t.function.name, t.function.description, t.function.parameters, t.function.strict, fields[k]))
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
     tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking, options=options)

@@ -42,6 +42,7 @@ __all__ = [
     "check_model",
     "resolve_thinking",
     "build_tool",
+    "check_tool_name",
     "check_strict_mixing",
     "check_format_with_strict_tools",
     "resolve_tool_choice",
@@ -170,7 +171,27 @@ def build_tool(name: str, description: str | None, parameters: Any, strict: bool
     return tool
 
 
-def _build_tool(name: str, description: str | None, parameters: Any, strict: bool | None, field: str, normalize_strict: bool) -> ToolDefinition:
+#: deepseek-recipe's longest tool name (checked only with ``options.long_tool_names="reject"``)
+TOOL_NAME_MAX = 128
+
+
+def check_tool_name(name: str, field: str, options: Options = DEFAULT_OPTIONS) -> None:
+    """A tool name's own rules, in deepseek-recipe's order: at most :data:`TOOL_NAME_MAX` characters
+    (only when ``options.long_tool_names`` is ``reject``), not empty, ``^[a-zA-Z0-9_-]+$``.
+
+    Raises:
+        RequestError: the parity target's message, ``param`` = ``field``.
+    """
+    if options.long_tool_names == "reject" and len(name) > TOOL_NAME_MAX:
+        raise RequestError(
+            f"Invalid '{field}': string too long. Expected a string with maximum length {TOOL_NAME_MAX}, "
+            f"but got a string with length {len(name)} instead.",
+            param=field,
+        )
+    _check_name_pattern(name, field)
+
+
+def _check_name_pattern(name: str, field: str) -> None:
     if name == "":
         raise RequestError(
             f"Invalid '{field}': empty string. Expected a string with minimum length 1, but got an empty string instead.",
@@ -181,6 +202,10 @@ def _build_tool(name: str, description: str | None, parameters: Any, strict: boo
             f"Invalid '{field}': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.",
             param=field,
         )
+
+
+def _build_tool(name: str, description: str | None, parameters: Any, strict: bool | None, field: str, normalize_strict: bool) -> ToolDefinition:
+    _check_name_pattern(name, field)
     if strict and normalize_strict:
         # strict schemas are only re-built (no meta-schema check), absent ones as the empty object
         parameters = normalize_strict_schema({"type": "object"} if parameters is None else parameters, tool_name=name)

@@ -296,13 +296,13 @@ def _check_parity_rejections(req: MessagesRequest, options: Options) -> None:
                     )
 
 
-def _check_tool_entries(tools: Sequence[Any]) -> frozenset[str]:
+def _check_tool_entries(tools: Sequence[Any], options: Options) -> frozenset[str]:
     """First pass over ``tools`` (before the messages): server tools and tool names."""
     for k, t in enumerate(tools):
         if isinstance(t, ServerTool):
             raise RequestError(f"tools[{k}]: server tools are not supported", param=f"tools.{k}")
         with _param(f"tools.{k}.name"):
-            common.build_tool(t.name, None, None, None, f"tools[{k}].name")  # name rules only
+            common.check_tool_name(t.name, f"tools[{k}].name", options)
     return frozenset(t.name for t in tools)
 
 
@@ -373,7 +373,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     _check_thread(req, options)
     _check_parity_rejections(req, options)
     tools_in = list(req.tools or ())
-    tool_names = _check_tool_entries(tools_in)
+    tool_names = _check_tool_entries(tools_in, options)
     if not req.messages:
         raise RequestError("messages: at least one message is required", param="messages")
     thinking, effort = common.resolve_thinking(

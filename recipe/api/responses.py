@@ -104,9 +104,8 @@ def flat_name(namespace: str, name: str) -> str:
     return namespace + name if namespace.endswith("_") or name.startswith("_") else f"{namespace}__{name}"
 
 
-def _check_name(name: str, path: str) -> None:
-    # build_tool without parameters performs exactly the name checks (empty, pattern).
-    common.build_tool(name, None, None, None, path)
+def _check_name(name: str, path: str, options: Options) -> None:
+    common.check_tool_name(name, path, options)
 
 
 def _flat_entries(tools: Sequence[Any]) -> list[_ToolEntry]:
@@ -150,16 +149,16 @@ def namespace_tool_map(req: ResponsesRequest) -> dict[str, tuple[str, str]]:
     return {e.name: e.namespace for e in _flat_entries(req.tools or ()) if e.namespace is not None}
 
 
-def _check_tools(tools: Sequence[Any]) -> None:
+def _check_tools(tools: Sequence[Any], options: Options) -> None:
     """First pass over ``tools``, in order: names, custom tools, namespace contents (before input)."""
     for k, t in enumerate(tools):
         if isinstance(t, FunctionTool):
-            _check_name(t.name, f"tools[{k}].name")
+            _check_name(t.name, f"tools[{k}].name", options)
         elif isinstance(t, CustomTool):
             if t.name != APPLY_PATCH_NAME:
                 raise RequestError(f"Unsupported custom tool: '{t.name}'. Only 'apply_patch' is supported.", param=f"tools[{k}].name")
         elif isinstance(t, NamespaceTool):
-            _check_name(t.name, f"tools[{k}].name")
+            _check_name(t.name, f"tools[{k}].name", options)
             seen: set[str] = set()
             for j, inner in enumerate(t.tools):
                 if isinstance(inner, CustomTool):
@@ -167,7 +166,7 @@ def _check_tools(tools: Sequence[Any]) -> None:
                         f"Currently custom tools are not allowed inside a namespace. Found custom tool '{inner.name}' in tools[{k}].tools[{j}].",
                         param=f"tools[{k}].tools[{j}]",
                     )
-                _check_name(inner.name, f"tools[{k}].tools[{j}].name")
+                _check_name(inner.name, f"tools[{k}].tools[{j}].name", options)
                 if inner.name in seen:
                     raise RequestError("Tool names within a namespace must be unique.", param=f"tools[{k}].tools[{j}].name")
                 seen.add(inner.name)
@@ -369,7 +368,7 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     effort_level = req.reasoning.effort if req.reasoning else None
     thinking, effort = common.resolve_thinking(None, effort_level, options)
     tool_list = req.tools or ()
-    _check_tools(tool_list)
+    _check_tools(tool_list, options)
     messages = _messages(req)
     entries = _flat_entries(tool_list)
     if options.reasoning_content_behavior == "reject" and thinking:
