@@ -3,7 +3,10 @@ the parser and in all three APIs, and the six shapes of the issue as named regre
 
 from __future__ import annotations
 
+import json
 import random
+
+import pytest
 
 from chat_output_support import accumulate_chunks
 from hypothesis import given, settings
@@ -13,6 +16,7 @@ from messages_output_support import fold as messages_fold
 from output_parity_support import split_at, stream_payloads
 from output_support import decoded_pieces, split_ids, tok
 from responses_output_support import check_invariants
+from responses_output_support import structural as responses_structural
 
 from recipe.encodings.deepseek_v4.output import OutputParser
 from recipe.output.driver import response
@@ -47,7 +51,7 @@ def test_parser_property(gen, seed, strict):
 
 API_FOLD = {
     "chat": lambda payloads: accumulate_chunks(payloads),
-    "responses": lambda payloads: (check_invariants(payloads), payloads[-1]["response"])[1],
+    "responses": lambda payloads: (check_invariants(payloads), responses_structural(payloads[-1]["response"]))[1],
     "messages": lambda payloads: messages_fold(payloads),
 }
 KW = dict(seed=5, created=1700000000, prompt_tokens=20, cached_tokens=5)
@@ -66,6 +70,8 @@ def test_api_property(gen, api, cuts):
     check(out, parsed, strict=api != "messages")
     resp = response(prep, ids, finish=finish, **KW)
     got = from_api(api, resp)
+    if api == "responses":
+        resp = responses_structural(resp)  # (completed_at counts elapsed seconds)
     assert (got.reasoning, got.content, got.notes) == (parsed.reasoning, parsed.content, parsed.notes)
     assert same_calls(got, parsed)
     folded = API_FOLD[api](stream_payloads(prep, split_at(ids, cuts), finish, start=api != "chat", **KW))
@@ -73,3 +79,101 @@ def test_api_property(gen, api, cuts):
         folded["recipe"] = resp.get("recipe")  # (the SDK's fold drops it: deviation M3)
         folded = {k: v for k, v in folded.items() if v is not None or k != "recipe"}
     assert folded == resp
+
+
+# ---------------------------------------------------------------- the six shapes of issue 12, in every API
+
+_B, _C = "<｜DSML｜", "</｜DSML｜"
+_S1 = (f'Let me look.\n\n{_B}function_calls>\n{_B}invoke name="x">\n{_B}parameter name="k" string="true">v{_C}parameter>\n'
+       f"{_C}invoke>\n{_C}function_calls>")
+_S2 = (f'{_B}tool_calls>\n{_B}invoke name="f">\n{_B}parameter name="city">SF{_C}parameter>\n'
+       f'{_B}parameter name="n">3{_C}parameter>\n{_C}invoke>\n{_C}tool_calls>')
+_S2_STRICT = f'{_B}tool_calls>\n{_B}invoke name="s">\n{_B}parameter name="a" string="true">x{_C}parameter>\n{_C}invoke>\n{_C}tool_calls>'
+_DUP = f'{_B}parameter name="city" string="true">LA{_C}parameter>'
+_S3 = (f'{_B}tool_calls>\n{_B}invoke name="f">\n{_B}parameter name="city" string="true">SF{_C}parameter>\n'
+       f"{_DUP}\n{_C}invoke>\n{_C}tool_calls>")
+_S4_QUOTED = f"To call a tool, write {_B}tool_calls> and stop."
+_S5 = f'Checking.\n\n{_B}tool_calls>\n{_B}invoke name="f">\n{_B}parameter name="city" string="true">Paris{_C}parameter'
+_S6 = (f'Sure.<｜User｜>And now?<｜Assistant｜>{_B}tool_calls>\n{_B}invoke name="f">\n'
+       f'{_B}parameter name="city" string="true">SF{_C}parameter>\n{_C}invoke>\n{_C}tool_calls>')
+
+#: name -> (thinking, output, finish, reasoning, content, calls, notes; per API: the calls when they differ)
+SHAPES = {
+    # 1. an undeclared tool inside a function_calls block (a V3.2 block name): not a call, content byte for byte
+    "1_undeclared_tool_in_function_calls_block": (
+        False, _S1, "stop", "", _S1, [], ["stray_dsml", "rejected_tool_call"]),
+    # 2. a parameter without string=: read (JSON when the schema types it so) ...
+    "2_parameter_without_string_attribute": (
+        False, _S2, "stop", "", "", [("f", {"city": "SF", "n": 3})], ["inferred_parameter_type"]),
+    # ... and a strict tool's call missing a required parameter is not offered as a call (Messages has no strict tools)
+    "2_strict_call_missing_a_required_parameter": (
+        False, _S2_STRICT, "stop", "", _S2_STRICT, [], ["stray_dsml", "rejected_tool_call", "missing_required_parameter"]),
+    # 3. a parameter named twice: the first value, the repeat is content, same in every API
+    "3_duplicate_parameter": (False, _S3, "stop", "", _DUP, [("f", {"city": "SF"})], ["duplicate_parameter"]),
+    # 4. lost characters: a quoted opener, a </think> in the answer
+    "4_quoted_opener_in_the_answer": (False, _S4_QUOTED, "stop", "", _S4_QUOTED, [], ["stray_dsml"]),
+    "4_think_end_in_the_answer": (
+        True, "Think.</think>Answer </think> more", "stop", "Think.", "Answer </think> more", [], ["think_end_in_content"]),
+    # 5. cut inside a closing tag: the partial tag belongs to no value
+    "5_cut_inside_a_closing_tag": (
+        False, _S5, "length", "", "Checking.", [("f", {"city": "Paris"})], ["partial_markup", "truncated_tool_call"]),
+    # 6. role tokens mid-answer: text with a note; nothing after them is structure (no call)
+    "6_role_tokens_mid_answer": (False, _S6, "stop", "", _S6, [], ["role_token"]),
+}
+_MESSAGES_CALLS = {"2_strict_call_missing_a_required_parameter": ([("s", {"a": "x"})], "", [])}
+
+
+#: Responses output item kinds where they are not one message (or one call)
+_LAYOUT = {"3_duplicate_parameter": ["function_call", "message"], "4_think_end_in_the_answer": ["reasoning", "message"],
+           "5_cut_inside_a_closing_tag": ["message", "function_call"]}
+
+
+def _expected(api: str, name: str) -> tuple:
+    thinking, text, finish, reasoning, content, calls, notes = SHAPES[name]
+    if api == "messages" and name in _MESSAGES_CALLS:
+        calls, content, notes = _MESSAGES_CALLS[name]
+    return thinking, text, finish, reasoning, content, calls, notes
+
+
+def _layout(api: str, resp: dict) -> tuple[list, str]:
+    """(item / block kinds in order, the finish as the API says it)."""
+    if api == "chat":
+        ch = resp["choices"][0]
+        return [], ch["finish_reason"]
+    if api == "responses":
+        return [it["type"] for it in resp["output"]], resp["status"]
+    return [b["type"] for b in resp["content"]], resp["stop_reason"]
+
+
+_FINISH = {("chat", True, "stop"): "tool_calls", ("chat", False, "stop"): "stop", ("chat", True, "length"): "length",
+           ("responses", True, "stop"): "completed", ("responses", False, "stop"): "completed",
+           ("responses", True, "length"): "incomplete", ("messages", True, "stop"): "tool_use",
+           ("messages", False, "stop"): "end_turn", ("messages", True, "length"): "max_tokens"}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_issue12_shape(name, api):
+    """Each shape of issue 12 through each API: the response and the stream (one id per push and all
+    at once) carry exactly the expected reasoning, answer, calls and notes."""
+    thinking, text, finish, reasoning, content, calls, notes = _expected(api, name)
+    prep = prepare(request(api, thinking), api)
+    ids = tok().encode_with_special_tokens(text)
+    resp = response(prep, ids, finish=finish, **KW)
+    got = from_api(api, resp)
+    if api == "responses":
+        resp = responses_structural(resp)  # (completed_at counts elapsed seconds)
+    assert (got.reasoning, got.content) == (reasoning, content)
+    assert [(n, json.loads(a)) for n, a in got.calls] == calls
+    assert list(got.notes) == notes
+    kinds, fin = _layout(api, resp)
+    assert fin == _FINISH[(api, bool(calls), finish)]
+    if api != "chat":  # text written inside a call follows the call (an item / block cannot be reopened)
+        layout = _LAYOUT.get(name, ["message"] if content else ["function_call"])
+        layout = [{"message": "text", "function_call": "tool_use", "reasoning": "thinking"}[k] for k in layout] \
+            if api == "messages" else layout
+        assert kinds == layout
+    for chunks in ([[i] for i in ids], [ids]):
+        assert API_FOLD[api](stream_payloads(prep, chunks, finish, start=api != "chat", **KW)) == (
+            resp if api != "messages" else {k: v for k, v in resp.items() if k != "recipe"} | (
+                {"recipe": resp["recipe"]} if "recipe" in resp else {}))

@@ -143,3 +143,25 @@ def test_scenarios_cover_the_brief():
             kinds.add("namespace")
     assert {"reasoning", "message", "function_call", "custom_tool_call", "parallel", "namespace", "completed", "incomplete",
             "max_output_tokens", "content_filter"} <= kinds
+
+
+def test_every_payload_passes_the_sdks_strict_models():
+    """tests/sdk_strict.py (a session fixture) validates every event and response the Responses encoder
+    returns in any test with the SDK's own models (``model_validate``, not the lenient ``construct``
+    the SDK uses when parsing): a missing required field fails the test that produced it."""
+    import pydantic
+    from sdk_strict import validate_events, validate_response
+
+    from recipe.api.responses_output import ResponsesEncoder
+
+    assert ResponsesEncoder.close.__name__ == "checked" and ResponsesEncoder.response.__name__ == "checked"
+    prep = prepare({"model": "deepseek-v4-pro", "input": "hi", "reasoning": {"effort": "none"}}, "responses")
+    resp = response(prep, load_tokenizer().encode_ordinary("Hello"), created=1)
+    assert resp["usage"]["input_tokens_details"] == {"cached_tokens": 0, "cache_write_tokens": 0}
+    assert validate_response(resp) is resp
+    old = json.loads(json.dumps(resp))
+    del old["usage"]["input_tokens_details"]["cache_write_tokens"]  # what recipe sent before issue 12
+    with pytest.raises(pydantic.ValidationError, match="cache_write_tokens"):
+        validate_response(old)
+    with pytest.raises(pydantic.ValidationError, match="cache_write_tokens"):
+        validate_events([{"type": "response.completed", "response": old, "sequence_number": 9}])
