@@ -194,7 +194,8 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         self._stops = StopMatcher(options.stop_sequences) if options.stop_sequences else None
         self._json = JsonObjectFilter() if options.parse_json_output else None
         self._plain = self._stops is None and self._json is None  # content goes out unchanged
-        self._resume = ""  # the text a handler returning SWITCH asks the driver to continue on
+        self._resume = ""  # the text a handler returning SWITCH asks the driver to continue on …
+        self._resume_at = 0  # … from this index
         self._init_recovery()  # the recover state's fields (output_recovery)
         self._init_hold()  # the hold state's fields (output_hold)
 
@@ -429,7 +430,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         while i is not None and self._state != DONE and self._end is None:
             i = handlers[self._state](s, i, base)
             if i == SWITCH:
-                s, i, self._resume = self._resume, 0, ""
+                s, i, self._resume, self._resume_at = self._resume, self._resume_at, "", 0
 
     def _held(self, s: str, j: int, base: int, tag: bool = False) -> None:
         if j < len(s):
@@ -526,16 +527,11 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
                         return None
                     i = j + len(OPEN)
                     continue
-                if kind == T_OPEN_BLOCK:
-                    if self._take_approval(s, j):
-                        self._enter_block()
-                    else:  # a block only if a call follows: held until then (output_hold)
-                        self._hold_start(s[j:k], CONTENT, None)
-                    return k
+                if kind == T_OPEN_BLOCK:  # a block only if a call follows: held until then
+                    return self._hold_start(s, j, k, CONTENT, None)
                 if kind == T_INVOKE:
-                    if self._needs_hold(name) and not self._take_approval(s, j):
-                        self._hold_start(s[j:k], CONTENT, name)
-                        return k
+                    if self._needs_hold(name):
+                        return self._hold_start(s, j, k, CONTENT, name)
                     self._enter_block()
                     self._start_call(name)
                     return k

@@ -210,7 +210,7 @@ class ToolCallBlock:
             return k
         if kind == T_INVOKE:
             if self._needs_hold(name) and not self._take_approval(s, j):
-                self._hold_start(s[j:k], BLOCK, name)
+                self._hold_start(s, j, k, BLOCK, name)
             else:
                 self._start_call(name)
         elif kind == T_CLOSE_BLOCK:

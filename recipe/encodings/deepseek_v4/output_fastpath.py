@@ -6,7 +6,8 @@ switched off by clearing ``_fast_ok`` / ``_fast_texts`` / ``_re_run``):
 
 * **one-token pushes** (:meth:`FastPaths.push`): plain text in reasoning, content or a string
   value, whitespace between tags, a token completing a held DSML tag (:meth:`FastPaths._tag_token`),
-  the ``<`` / ``｜DSML｜`` pieces of a tag skip the scanner; anything else goes to the general
+  the ``<`` / ``｜DSML｜`` pieces of a tag, the tokens after a held block opener that cannot decide
+  anything (:meth:`FastPaths._hold_phase0_token`) skip the scanner; anything else goes to the general
   ``_push_ids``. They read the per-vocabulary id -> text table of :func:`text_cache`, and are off
   (empty table) while the UTF-8 decoder holds part of a character or when a marker spelling
   does not start with ``<``;
@@ -26,6 +27,7 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.encodings.deepseek_v4.output_dsml import (
     KEY_JSON,
+    OPEN,
     SIMPLE_JSON,
     T_CLOSE_BLOCK,
     T_CLOSE_INVOKE,
@@ -40,6 +42,7 @@ from recipe.encodings.deepseek_v4.output_dsml import (
 from recipe.encodings.deepseek_v4.output_state import (
     BLOCK,
     CONTENT,
+    HOLD,
     INVOKE,
     REASONING,
     RECOVER,
@@ -128,7 +131,11 @@ class FastPaths:
             text = self._fast_texts.get(token_ids[0])
             if text is not None:  # (empty table while the decoder holds part of a character)
                 st = self._state
-                if not self._hold:
+                if st == HOLD:
+                    if self._hinv < 0 and self._hsrc is None and self._hold_phase0_token(text):
+                        self._completion += 1
+                        return []
+                elif not self._hold:
                     if "<" not in text:
                         if st == VALUE:
                             self._completion += 1
@@ -195,6 +202,23 @@ class FastPaths:
                     self._completion += 1
                     return []
         return self._push_ids(token_ids)
+
+    def _hold_phase0_token(self, text: str) -> bool:
+        """A held block opener (:mod:`.output_hold`) waiting for its first tag: take a token that
+        cannot decide anything (a blank after the opener, a piece of an exact tag without ``>``);
+        False: the general path must look."""
+        tail = self._htail  # the held text from its first non-blank on ("" while only blanks)
+        if not tail and text.isspace():
+            self._hparts.append(text)
+            self._hpos += len(text)
+            return True
+        new = tail + text
+        if ">" in text or "\n" in text or len(new) >= TAG_MAX or not (
+                OPEN.startswith(new) or (new.startswith(OPEN) and "<" not in text)):
+            return False
+        self._hparts.append(text)
+        self._htail = new
+        return True
 
     def _tag_token(self, text: str) -> list[OutputEvent] | None:
         """One token completing a held DSML tag inside a block; None when the general scan must decide.

@@ -2,7 +2,7 @@
 
 * The parser's states. Each has one handler ``(text, index, base) -> next index | None``
   (None: everything was consumed or held back); :data:`SWITCH` asks the driver to continue on
-  the text the handler put in ``_resume``, from index 0.
+  the text the handler put in ``_resume``, from index ``_resume_at`` (0 unless set).
 * :func:`coalesce`: a push's event list with adjacent deltas of one kind merged, so a push
   returns at most one delta per kind in a row.
 """
@@ -25,7 +25,7 @@ __all__ = ["BLOCK", "CONTENT", "DONE", "HOLD", "INVOKE", "REASONING", "RECOVER",
 #: inside a parameter value, holding a possibly corrupted DSML call, holding exact markup until it
 #: is known to be a valid call (:mod:`.output_hold`), ended (Finish emitted).
 REASONING, CONTENT, BLOCK, INVOKE, VALUE, RECOVER, HOLD, DONE = range(8)
-#: a handler's return value asking the driver to continue on ``_resume`` from index 0.
+#: a handler's return value asking the driver to continue on ``_resume`` from ``_resume_at``.
 SWITCH = -1
 
 
