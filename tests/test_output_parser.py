@@ -107,7 +107,7 @@ RULES = [
     (opts(True), "\n\nR1\n\n</think>\n\nA\n\n", "A\n\n", "R1", []),
     (opts(True), "R</think> \n\nA", " \n\nA", "R", []),
     (opts(True), "\n\nR1 \n\n", "", "R1 \n\n", []),
-    # deviation 11: a </think> in the answer and role tokens stay text (deepseek-recipe drops the </think>)
+    # deviations 17, 21: a </think> in the answer and role tokens stay text (deepseek-recipe drops the </think>)
     (opts(), "\n \nA</think>B<think>C<｜User｜>D", " \nA</think>B<think>C<｜User｜>D", "", []),
     (opts(), "ab\r\n", "ab\r\n", "", []),
     (opts(stage="reasoning_continuation"), "\n\nx\n\n</think>\n\ny</think>z\n\n", "y</think>z\n\n", "\n\nx", []),
@@ -120,7 +120,7 @@ RULES = [
     (opts(tools=["f", "g"]), "Checking.\n\n" + block(invoke("f", ("city", "Paris", True))), "Checking.", "",
      [("f", '{"city": "Paris"}')]),
     (opts(tools=["f"]), "Checking. \n\n" + block(invoke("f")), "Checking. ", "", [("f", "{}")]),
-    # deviation 12: a repeated parameter keeps its first value, the repeat is content (deepseek-recipe
+    # deviation 18: a repeated parameter keeps its first value, the repeat is content (deepseek-recipe
     # writes the key twice); a well-formed invoke of an undeclared tool is a call, as in deepseek-recipe
     (opts(tools=["f"]), block(invoke("f", ("x", "a", True), ("x", "b", True)), invoke("nope")),
      '<｜DSML｜parameter name="x" string="true">b</｜DSML｜parameter>', "", [("f", '{"x": "a"}'), ("nope", "{}")]),
@@ -158,7 +158,7 @@ def test_rules_agree_with_oracle_where_no_deviation():
               "content_continuation": oracle.ThinkingInitialStage.ContentContinuation}
     for o, text, content, reasoning, calls in RULES:
         if "inline" in text or "</think>" in content or "<｜DSML｜parameter" in content:
-            continue  # deviations 3, 11, 12
+            continue  # deviations 3, 17, 18
         po = oracle.ParsingOptions(parse_tool_calls=o.parse_tool_calls, starts_in_tool_calls=o.starts_in_tool_calls,
                                    stop_sequences=list(o.stop_sequences),
                                    thinking_initial_stage=stages[o.thinking_stage])

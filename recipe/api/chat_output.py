@@ -72,7 +72,7 @@ def _lp(e: TokenLogprob) -> dict[str, Any]:
 
 
 class ChatEncoder:
-    """The Chat Completions :class:`~recipe.completion.StreamEncoder`.
+    """The Chat Completions :class:`~recipe.api.encoder.StreamEncoder`.
 
     Args:
         prep: the prepared Chat request (``request.stream``, ``request.stream_options`` and

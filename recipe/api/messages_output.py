@@ -90,7 +90,7 @@ def tool_input(arguments: str) -> Any:
 
 
 class MessagesEncoder:
-    """The Anthropic Messages :class:`~recipe.completion.StreamEncoder`.
+    """The Anthropic Messages :class:`~recipe.api.encoder.StreamEncoder`.
 
     Args:
         prep: the prepared Messages request (its thinking stage decides whether a thinking block
@@ -140,7 +140,7 @@ class MessagesEncoder:
     @property
     def signature(self) -> str:
         """The thinking blocks' signature; settable until the first thinking block closes
-        (``cs.encoder.signature = …`` on a :class:`~recipe.completion.CompletionStream`)."""
+        (``cs.encoder.signature = …`` on a :class:`~recipe.output.driver.CompletionStream`)."""
         return self._signature
 
     @signature.setter

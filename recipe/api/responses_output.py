@@ -7,7 +7,9 @@ are tabled in docs/streaming.md, "OpenAI Responses":
 * lifecycle: ``response.created`` and ``response.in_progress`` (status ``in_progress``, ``output: []``,
   ``usage: null``), then the output items, then ``response.completed`` (backend ``stop``) or
   ``response.incomplete`` (``length`` → ``incomplete_details.reason = "max_output_tokens"``,
-  ``content_filter`` → ``"content_filter"``) carrying the full ``output`` and ``usage``;
+  ``content_filter`` → ``"content_filter"``, another backend reason → ``null`` and the note
+  ``incomplete_reason: …``) carrying the full ``output`` and ``usage``
+  (``input_tokens_details.cache_write_tokens`` 0, as the SDK's strict model requires);
 * one output item per run of the same kind, opened when its first event arrives and closed when the
   next item opens or the output ends (so the last item's status follows the finish):
 
@@ -242,7 +244,7 @@ class _Item:
 
 
 class ResponsesEncoder:
-    """The OpenAI Responses :class:`~recipe.completion.StreamEncoder`.
+    """The OpenAI Responses :class:`~recipe.api.encoder.StreamEncoder`.
 
     Args:
         prep: the prepared Responses request (its settings are echoed; namespace tools and the

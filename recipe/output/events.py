@@ -9,7 +9,7 @@ Event order guarantees (per parser run):
 
 * ``ToolCallStart(i)`` comes before every ``ToolCallArgumentsDelta(i)``, which come before
   ``ToolCallEnd(i)``; the concatenated argument deltas of call ``i`` equal ``ToolCallEnd.arguments``
-  and are always one valid JSON object text;
+  and are always one valid JSON object text, each key once;
 * exactly one :class:`Finish` event, always the last.
 """
 
@@ -92,13 +92,16 @@ class Finish:
             ids that start before ``</think>``; text mode attributes a whole chunk by its start).
         matched_stop: the stop sequence that ended the content, else None.
         tool_calls: number of tool calls emitted.
-        notes: tags for degraded or repaired output, empty for clean output. Parser:
-            ``unclosed_reasoning``, ``truncated_tool_call``, ``implicit_parameter_close``,
-            ``invalid_json_argument``, ``text_in_tool_block``, ``stray_dsml``,
-            ``undeclared_tool``, ``recovered_dsml`` (a call recovered from a corrupted
-            spelling); JSON-object mode: ``json_not_found``, ``json_incomplete``,
-            ``json_trailing_text``; json_schema answers (added by the completion driver):
-            ``schema_mismatch`` followed by ``schema_error: …`` details.
+        notes: tags for degraded or repaired output, empty for clean output (meanings tabled in
+            docs/streaming.md, "Malformed model output"). Parser: ``unclosed_reasoning``,
+            ``truncated_tool_call``, ``partial_markup``, ``implicit_parameter_close``,
+            ``unclosed_invoke``, ``invalid_json_argument``, ``inferred_parameter_type``,
+            ``duplicate_parameter``, ``text_in_tool_block``, ``stray_dsml``,
+            ``rejected_tool_call``, ``missing_required_parameter``, ``undeclared_tool``,
+            ``recovered_dsml`` (a call recovered from a corrupted spelling),
+            ``think_end_in_content``, ``role_token``; JSON-object mode: ``json_not_found``,
+            ``json_incomplete``, ``json_trailing_text``; json_schema answers (added by the
+            completion driver): ``schema_mismatch`` followed by ``schema_error: …`` details.
     """
 
     reason: str

@@ -11,9 +11,16 @@ docs). Format facts: reasoning runs up to ``</think>``; a tool-call block is ::
 
 Rules kept from the parity target: leading ``\\n`` of reasoning (fresh reasoning only) and of
 content are dropped; ``\\n`` runs just before ``</think>`` and before a tool block are dropped;
-trailing newlines at the end are kept; ``</think>`` inside content is removed; a bare
-``<｜DSML｜invoke …>`` (no wrapper) starts a block; unknown tool names and duplicate parameter
-names are passed through; stop sequences apply to content only and cut before the match.
+trailing newlines at the end are kept; a bare ``<｜DSML｜invoke …>`` (no wrapper) starts a block;
+a well-formed call of an undeclared tool is a call (flagged ``undeclared_tool``); stop sequences
+apply to content only and cut before the match.
+
+**Malformed output** (issue 12; docs/streaming.md "Malformed model output"): no call the model
+did not validly make, no character lost. A block opener, an undeclared tool's invoke and a strict
+tool's invoke are held (:mod:`.output_hold`) until they are known to be a call, else they are
+content; a parameter without ``string=`` is inferred, one named twice keeps its first value (the
+repeat is content); a later ``</think>`` and role tokens are text with notes, and nothing after
+a role token is structure; an unfinished tag at the end of a cut call is dropped as its markup.
 
 **Unclosed reasoning policy.** In thinking mode an output that never emits ``</think>`` stays
 reasoning (content ``""``), as in the parity target: the model never said it had started its
@@ -29,6 +36,7 @@ the ending); the other states and services live beside it, as mixins sharing its
 * :mod:`.output_block` — the exact-spelling tool-call block (block, invoke and value states),
   over the tag classification and argument-JSON helpers of :mod:`.output_dsml`;
 * :mod:`.output_recovery` — corrupted DSML spellings (the recover state, deviation 7);
+* :mod:`.output_hold` — exact markup held until it is known to be a valid call (the hold state);
 * :mod:`.output_fastpath` — shortcuts giving exactly the general path's events: one-token
   pushes that skip the scanner and one regex run for complete well-formed invokes
   (``bench/bench_stream.py`` measures them against deepseek-recipe);
@@ -42,21 +50,22 @@ the ending); the other states and services live beside it, as mixins sharing its
 2. A parameter left open is closed by the next structural DSML tag (its single trailing ``\\n``
    dropped) instead of swallowing the tag as value text.
 3. No text is dropped: text after a tool block, text between invokes, inline ``<｜DSML｜``
-   mentions, malformed tags and DSML inside reasoning stay content (or reasoning). Only
-   whitespace between tags, the exact-format markup and the markup of recovered calls (7) are
-   removed.
+   mentions, malformed tags, a block opener no call follows and DSML inside reasoning stay
+   content (or reasoning). Only whitespace between tags and the markup of calls (exact or
+   recovered, 7) are removed.
 4. Reasoning-token counts are exact counts of the ids that start before ``</think>``.
 5. EOS / configured stop-token ids end the output (the parity target prints EOS as text).
-6. Stop sequences are matched on the content as the client sees it (after newline trimming
-   and ``</think>`` removal).
+6. Stop sequences are matched on the content as the client sees it (after newline trimming).
 7. Corrupted spellings are recovered, cautiously (peer failure 9; :mod:`.output_recovery`):
    doubled bars (``<｜｜DSML｜｜ …>``), ASCII or spaced bars (``< | DSML | …>``), V4.1 names with a
    leading space (``<｜DSML｜ calls>``, `` invoke``, `` parameter``), the V3.2 block name
    ``function_calls``, a block opener missing its ``>``. A call is accepted only when its invoke
    is structurally complete (opener, parameters with explicit closers, invoke closer, only
-   whitespace between tags) and names a declared tool (``ParsingOptions.tool_names``); it is
-   emitted whole when its invoke closes, with the note ``recovered_dsml``. Everything else
-   stays content byte for byte; reasoning is never recovered, and without declared tool names
+   whitespace between tags), names a declared tool (``ParsingOptions.tool_names``), names no
+   parameter twice and carries a strict tool's required parameters; it is emitted whole when
+   its invoke closes, with the note ``recovered_dsml``. A refused complete invoke is content up
+   to its closer (exact invokes inside a corrupted block included). Everything else stays
+   content byte for byte; reasoning is never recovered, and without declared tool names
    there is no recovery. Streaming stays bounded: text from a candidate opener is held only
    while it can still be one (released as soon as its head is not a DSML tag, when an invoke or
    block closer shows the structure is broken, or after ``MAX_HOLD`` = 32768 characters). The
@@ -71,6 +80,10 @@ the ending); the other states and services live beside it, as mixins sharing its
    the content is kept unchanged (``json_not_found``): prose before the JSON is not stripped
    (the target strips it, and drops content without ``{``/``[`` entirely). A value that never
    closes is kept as streamed (``json_incomplete``). Reasoning is never touched.
+10. Issue 12 (docs/streaming.md deviations 17–21): a later ``</think>`` is kept as text; a
+    repeated parameter keeps its first value; a parameter without ``string=`` is read; an
+    undeclared tool's invoke is a call only when well-formed, a strict tool's only with its
+    required parameters; role tokens are text and end all structure.
 """
 
 from __future__ import annotations

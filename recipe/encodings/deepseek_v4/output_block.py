@@ -2,8 +2,8 @@
 
 The states ``BLOCK`` (between invokes), ``INVOKE`` (between parameters) and ``VALUE`` (inside
 a parameter value) read the text tag by tag (:meth:`ToolCallBlock._dsml_step`) and turn it into
-:class:`~recipe.streaming.ToolCallStart` / :class:`~recipe.streaming.ToolCallArgumentsDelta` /
-:class:`~recipe.streaming.ToolCallEnd` events. Arguments are always one valid JSON object:
+:class:`~recipe.output.events.ToolCallStart` / :class:`~recipe.output.events.ToolCallArgumentsDelta` /
+:class:`~recipe.output.events.ToolCallEnd` events. Arguments are always one valid JSON object:
 ``string="true"`` values stream as JSON-string pieces; ``string="false"`` values are buffered
 to their closer and emitted raw when they are valid JSON, else quoted (``invalid_json_argument``);
 a call cut short is closed. Whitespace between tags is dropped; text that is not a tag ends the

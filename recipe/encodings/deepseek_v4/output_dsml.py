@@ -48,6 +48,7 @@ __all__ = [
     "read_tag",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class Spelling:
     """One exact spelling of the DSML tool-call tags: ``<PREFIX>BLOCK>``, ``<PREFIX>INVOKE name="…">``,

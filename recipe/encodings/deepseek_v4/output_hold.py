@@ -15,12 +15,12 @@ only what follows decides whether the model made a call at all (issue 12):
   output) before that.
 
 On go the block starts and the block state reads the held text again after the opener, with the
-held invoke tag approved so it is not held twice: the events are exactly those of the exact format. On no-go the held text
-up to the point of decision is content, verbatim (``_emit_literal``: only ``</think>``, role
-tokens and EOS are read in it), with the notes ``stray_dsml`` and, for an invoke,
-``rejected_tool_call`` (+ ``missing_required_parameter``); reading continues after it. Nothing is
-bounded by length here: a held invoke is decided by its structure, and a held opener by the first
-non-blank character after it.
+held invoke tag approved so it is not held twice: the events are exactly those of the exact
+format. On no-go the held text up to the point of decision is content, verbatim
+(``_emit_literal``: only ``</think>``, role tokens and EOS are read in it), with the notes
+``stray_dsml`` and, for an invoke, ``rejected_tool_call`` (+ ``missing_required_parameter``);
+reading continues after it. Nothing is bounded by length here: a held invoke is decided by its
+structure, and a held opener by the first non-blank character after it.
 """
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ class Hold:
     only at the decision) and the scan goes on over ``_htail``, the held text from ``_hpos`` on
     (short: at most an unfinished tag), so a long held value costs linear time. Positions
     ``_hpos`` (scan) and ``_hinv`` (the held invoke tag, -1 while only an opener is held) are
-    relative to the held text's start. ``_hneed``: required parameters not seen yet (None for an undeclared tool);
-    ``_hin_value`` / ``_hnames``: the well-formedness scan; ``_hfrom``: the state to read the text
-    again in on go; ``_approved``: the tags of that text that must not be held again. Reads
+    relative to the held text's start; ``_hopen`` is the held opener's length (0 when the hold
+    began at an invoke). ``_hneed``: required parameters not seen yet (None for an undeclared
+    tool); ``_hin_value`` / ``_hnames``: the well-formedness scan; ``_hfrom``: the state the hold
+    began in; ``_approved``: the held invoke tag, not to be held again when read after go. Reads
     ``_declared``, ``_strict_req``, ``_eos_text``, ``_rec``.
     """
 
@@ -109,7 +110,7 @@ class Hold:
         self._h0 = j
         self._hfrom = from_state
         self._hpos = k - j
-        self._hopen = 0 if name is not None else k - j  # the opener's length (0: the hold began at an invoke)
+        self._hopen = 0 if name is not None else k - j
         self._hinv = -1
         if name is not None:
             self._hold_invoke(0, name)
@@ -117,8 +118,8 @@ class Hold:
 
     def _hold_invoke(self, at: int, name: str) -> None:
         self._hinv = at
-        need = self._strict_req.get(name)
-        self._hneed = None if need is None or (self._declared and name not in self._declared) else set(need)
+        need = self._strict_req.get(name)  # (None: an undeclared tool, checked for well-formedness)
+        self._hneed = None if need is None else set(need)
         self._hin_value = False
         self._hnames = set()
 
