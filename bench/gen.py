@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -118,5 +119,202 @@ def next_request(req: dict[str, Any], seed: int = 8) -> dict[str, Any]:
             "tool_calls": [{"id": cid, "type": "function", "function": {"name": "tool_1", "arguments": '{"path": "x.py"}'}}],
         },
         {"role": "tool", "tool_call_id": cid, "content": _code(rng, 80)},
+    ]
+    return {**req, "messages": req["messages"] + extra}
+
+
+# --- workload 2: a coding agent (other shapes than agentic_request) ---------------------------------
+
+_SYSTEM_RULES = (
+    "You are an interactive coding agent working in the user's repository. Follow these rules.",
+    "# Tone\nBe concise. Answer in the user's language. Never invent file contents: read them first.",
+    "# Tools\nUse `read_file` before `edit_file`; `old_string` must match the file exactly, indentation included.",
+    "# Tests\nRun the narrowest test first (`pytest -q tests/test_x.py -k name`), then the whole suite.",
+    "# Git\nNever force-push. Commit messages: imperative mood, one line, then a blank line and details.",
+    "# 安全\n不要执行破坏性命令（`rm -rf /`、`git reset --hard`），除非用户明确要求。回答请使用用户的语言。",
+)
+
+CODING_TOOLS = [
+    {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
+    for name, desc, params in (
+        ("read_file", "Read a file from the repository. Returns numbered lines (`  12→text`). Use offset/limit for large files.",
+         {"type": "object", "properties": {"file_path": {"type": "string", "description": "absolute path"},
+                                           "offset": {"type": "integer", "minimum": 0}, "limit": {"type": "integer", "minimum": 1, "maximum": 2000}},
+          "required": ["file_path"], "additionalProperties": False}),
+        ("edit_file", "Replace `old_string` by `new_string` in a file. Fails unless old_string occurs exactly once (or replace_all).",
+         {"type": "object", "properties": {"file_path": {"type": "string"}, "old_string": {"type": "string"},
+                                           "new_string": {"type": "string"}, "replace_all": {"type": "boolean", "default": False}},
+          "required": ["file_path", "old_string", "new_string"], "additionalProperties": False}),
+        ("write_file", "Create or overwrite a file.",
+         {"type": "object", "properties": {"file_path": {"type": "string"}, "content": {"type": "string"}}, "required": ["file_path", "content"]}),
+        ("bash", "Run a shell command in the repository root (timeout in ms, default 120000). Output is truncated to 30000 characters.",
+         {"type": "object", "properties": {"command": {"type": "string"}, "timeout": {"type": "number", "maximum": 600000},
+                                           "description": {"type": "string", "description": "5-10 words: what the command does"}},
+          "required": ["command"]}),
+        ("grep", "Search file contents with a regular expression (ripgrep syntax).",
+         {"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}, "glob": {"type": "string"},
+                                           "output_mode": {"enum": ["content", "files_with_matches", "count"]}, "-n": {"type": "boolean"}},
+          "required": ["pattern"]}),
+        ("glob", "Find files by name pattern, newest first.", {"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]}),
+        ("list_dir", "List a directory.", {"type": "object", "properties": {"path": {"type": "string"}, "ignore": {"type": "array", "items": {"type": "string"}}}}),
+        ("todo_write", "Update the task list.",
+         {"type": "object", "properties": {"todos": {"type": "array", "items": {"type": "object", "properties": {
+             "content": {"type": "string"}, "status": {"enum": ["pending", "in_progress", "completed"]}, "id": {"type": "string"}},
+             "required": ["content", "status", "id"]}}}, "required": ["todos"]}),
+        ("web_fetch", "Fetch a URL and answer a question about its content.",
+         {"type": "object", "properties": {"url": {"type": "string", "format": "uri"}, "prompt": {"type": "string"}}, "required": ["url", "prompt"]}),
+        ("task", "Start a sub-agent for a self-contained task and return its final report.",
+         {"type": "object", "properties": {"description": {"type": "string"}, "prompt": {"type": "string"}}, "required": ["description", "prompt"]}),
+    )
+]
+
+#: Common English and programming words, most frequent first (sampled with Zipf weights: real prose
+#: repeats words, which deepseek-recipe's tokenizer caches; random letter strings would flatter us).
+_ENGLISH = (
+    "the of and to a in is it that for you this be on with as are was have not we can if but at or by an "
+    "from will all so do one there which file test they use what when more should then would about code "
+    "function line error this value need now return call first check let me see new because here just also "
+    "make only run time like could into where each case other these some than fix tests change way read how "
+    "look data path type before after both still does same config update module output input list string "
+    "class method name result back version build issue number current problem add remove set get because "
+    "something already works seems since again instead using called found right passes failing failed need "
+    "probably likely maybe actually next already write import expected actual missing wrong edge empty "
+    "handle handled message request response server client cache key index parse parser stream token "
+    "tokens block blocks state loop branch commit main merge review comment docs documentation user users "
+    "default option options argument arguments parameter parameters field fields object objects array "
+    "length size limit offset count total memory slow fast performance benchmark profile caller callee "
+    "helper wrapper interface implementation library package dependency version upgrade release"
+).split()
+_ZIPF = [1.0 / (k + 1) for k in range(len(_ENGLISH))]
+
+
+def _english(rng: random.Random, n_words: int) -> str:
+    """Prose drawn from :data:`_ENGLISH` with Zipf weights, sentences of 6–18 words."""
+    words = rng.choices(_ENGLISH, weights=_ZIPF, k=n_words)
+    out: list[str] = []
+    k = 0
+    while k < n_words:
+        m = rng.randint(6, 18)
+        sentence = words[k : k + m]
+        out.append(" ".join([sentence[0].capitalize(), *sentence[1:]]) + rng.choice(".....?:"))
+        k += m
+    return " ".join(out)
+
+
+_IDENT = ("config", "parser", "token", "cache", "request", "stream", "schema", "result", "block", "value", "index", "state")
+_CJK_COMMENTS = ("处理缓存命中", "解析请求体", "流式输出的状态机", "检查工具调用参数", "计算前缀哈希", "错误时返回默认值")
+_CJK_USER = (
+    "请帮我看看为什么 `test_stream.py` 里的流式测试偶尔失败，先别改代码，告诉我原因。",
+    "好的，按你说的改吧。改完跑一下相关测试，再把整个测试套件跑一遍。",
+    "顺便把 README 里关于缓存的那一段也更新一下，写清楚内存上限。",
+)
+_EN_USER = (
+    "The CI is red on main: `tests/test_cache.py::test_eviction` fails with an off-by-one. Can you find and fix it?",
+    "Also the parser chokes on Windows paths like C:\\Users\\dev\\a.py; add a regression test.",
+    "Looks good. Please squash this into one commit with a clear message.",
+)
+
+
+def _py_lines(rng: random.Random, n_lines: int) -> list[str]:
+    """Lines of a plausible Python module (identifiers repeat, as in real code)."""
+    lines: list[str] = []
+    k = 0
+    while len(lines) < n_lines:
+        a, b = rng.choice(_IDENT), rng.choice(_IDENT)
+        lines += [
+            f"def {a}_{b}_{k}(self, {b}: dict[str, Any], limit: int = {rng.randint(1, 4096)}) -> list[str]:",
+            f'    """{_english(rng, rng.randint(6, 14))}"""',
+            f"    # {rng.choice(_CJK_COMMENTS)}",
+            f"    out = [x for x in {b}.get({a!r}, ()) if len(x) <= limit]",
+            "    if not out:",
+            f"        raise ValueError(f\"no {a} in {{{b}!r}}\")",
+            "    return sorted(out)",
+            "",
+        ]
+        k += 1
+    return lines[:n_lines]
+
+
+def _py_file(rng: random.Random, n_lines: int) -> str:
+    """Numbered lines of a Python module, as a file-reading tool returns them (``  12→text``)."""
+    return "\n".join(f"{i + 1:6}→{line}" for i, line in enumerate(_py_lines(rng, n_lines)))
+
+
+def _edit_args(rng: random.Random) -> dict[str, Any]:
+    a, b = rng.choice(_IDENT), rng.choice(_IDENT)
+    old = f"    out = [x for x in {b}.get({a!r}, ()) if len(x) <= limit]\n    if not out:"
+    new = f"    out = [x for x in {b}.get({a!r}, ()) if len(x) < limit]  # {rng.choice(_CJK_COMMENTS)}\n    if not out and strict:"
+    return {"file_path": f"/repo/src/{a}/{b}.py", "old_string": old, "new_string": new}
+
+
+def _small_result(rng: random.Random, name: str, args: dict[str, Any]) -> str:
+    if name == "edit_file":
+        return f"The file {args['file_path']} has been updated."
+    if name == "bash":
+        n = rng.randint(3, 60)
+        return f"{'.' * n}{'F' if rng.random() < 0.2 else ''}\n{n} passed in {rng.random() * 9:.2f}s"
+    if name == "grep":
+        return "\n".join(f"src/{rng.choice(_IDENT)}/{rng.choice(_IDENT)}.py:{rng.randint(1, 900)}:    {rng.choice(_IDENT)} = {rng.choice(_IDENT)}()"
+                         for _ in range(rng.randint(1, 8)))
+    if name == "list_dir":
+        return "\n".join(f"- {rng.choice(_IDENT)}{rng.choice(('.py', '/', '.md', '.toml'))}" for _ in range(rng.randint(3, 15)))
+    return "ok"
+
+
+def coding_agent_request(assistant_turns: int = 50, seed: int = 11) -> dict[str, Any]:
+    """A coding agent's conversation (other shapes than :func:`agentic_request`): a long system prompt
+    (rules, CJK, code), 10 tools with nested schemas, several user turns (English and Chinese), 50
+    assistant turns with short reasoning and 1–3 calls (reads, edits with code arguments, shell,
+    grep), mostly small tool results and some long numbered file reads; thinking, effort max
+    (≈ 100k prompt tokens)."""
+    rng = random.Random(seed)
+    system = "\n\n".join(_SYSTEM_RULES) + "\n\n# Project notes\n\n" + "\n\n".join(
+        _english(rng, 120) + "\n\n```python\n" + "\n".join(_py_lines(rng, 16)) + "\n```" for _ in range(12))
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    users = [u for pair in zip(_EN_USER, _CJK_USER) for u in pair]
+    call_no = 0
+    for turn in range(assistant_turns):
+        if turn % 9 == 0:
+            msgs.append({"role": "user", "content": users[(turn // 9) % len(users)]})
+        calls = []
+        for _ in range(rng.choice((1, 1, 1, 2, 3))):
+            name = rng.choice(("read_file", "read_file", "edit_file", "bash", "grep", "list_dir", "todo_write"))
+            if name == "read_file":
+                args: dict[str, Any] = {"file_path": f"/repo/src/{rng.choice(_IDENT)}/{rng.choice(_IDENT)}.py", "offset": rng.randint(0, 400)}
+            elif name == "edit_file":
+                args = _edit_args(rng)
+            elif name == "bash":
+                args = {"command": f"cd /repo && python -m pytest -q tests/test_{rng.choice(_IDENT)}.py -k '{rng.choice(_IDENT)} and not slow' 2>&1 | tail -n 30",
+                        "description": "Run the focused tests"}
+            elif name == "grep":
+                args = {"pattern": rf"def {rng.choice(_IDENT)}_\w+\(", "path": "/repo/src", "-n": True}
+            elif name == "list_dir":
+                args = {"path": f"/repo/{rng.choice(_IDENT)}"}
+            else:
+                args = {"todos": [{"content": _english(rng, 8), "status": rng.choice(("pending", "in_progress", "completed")), "id": str(k)} for k in range(rng.randint(2, 5))]}
+            calls.append((f"call_{rng.getrandbits(40):010x}_{call_no}", name, args))
+            call_no += 1
+        msgs.append({
+            "role": "assistant",
+            "content": "" if rng.random() < 0.6 else _english(rng, rng.randint(5, 40)),
+            "reasoning_content": _english(rng, rng.randint(15, 90)) + ("\n\n我需要先确认这个函数的调用方。" if rng.random() < 0.3 else ""),
+            "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+                           for cid, name, args in calls],
+        })
+        for cid, name, args in calls:
+            body = _py_file(rng, rng.randint(140, 370)) if name == "read_file" else _small_result(rng, name, args)
+            msgs.append({"role": "tool", "tool_call_id": cid, "content": body})
+    return {"model": "deepseek-v4-pro", "messages": msgs, "tools": CODING_TOOLS, "reasoning_effort": "max", "stream": True,
+            "max_tokens": 32768}
+
+
+def coding_next_request(req: dict[str, Any], seed: int = 12) -> dict[str, Any]:
+    """``req`` plus the agent's next round: an assistant turn with an edit call and its one-line result."""
+    rng = random.Random(seed)
+    args = _edit_args(rng)
+    extra = [
+        {"role": "assistant", "content": "", "reasoning_content": _english(rng, 40),
+         "tool_calls": [{"id": "call_next_0", "type": "function", "function": {"name": "edit_file", "arguments": json.dumps(args, ensure_ascii=False)}}]},
+        {"role": "tool", "tool_call_id": "call_next_0", "content": _small_result(rng, "edit_file", args)},
     ]
     return {**req, "messages": req["messages"] + extra}
