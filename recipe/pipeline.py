@@ -20,6 +20,7 @@ from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request
 from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.prompt import SegmentCache, encode_prompt
+from recipe.prompt_cache import PromptCache, default_prompt_cache
 from recipe.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ def prepare(
     tokenizer: Tokenizer | None = None,
     cache: SegmentCache | None | Literal["default"] = "default",
     store: ConversationStore | None = None,
+    prompt_cache: PromptCache | None | Literal["default"] = "default",
 ) -> PreparedRequest:
     """Turn one API request body into prompt token ids.
 
@@ -127,6 +129,10 @@ def prepare(
         cache: segment cache for repeated history text; ``None`` disables it.
         store: a conversation store: a Responses request with ``previous_response_id`` is expanded
             to its full history first (without a store the field is ignored, as deepseek-recipe does).
+        prompt_cache: earlier prompts reused up to the last unchanged checkpoint (the agent loop's
+            next request renders and encodes only what changed; ids are always those of a cold
+            call): the process-wide :func:`~recipe.prompt_cache.default_prompt_cache` by default,
+            another :class:`~recipe.prompt_cache.PromptCache`, or ``None`` to render in full.
 
     Raises:
         RequestError: the request is invalid (``stage`` says whether parsing or conversion refused it);
@@ -153,9 +159,14 @@ def prepare(
     conversation = adapter.convert(request, options)
     encoding = check_model(request.model, options)
     family = get_encoding(encoding)
-    prompt = family.render(conversation)
     tok = tokenizer or family.tokenizer()
-    ids = encode_prompt(tok, prompt, _default_cache if cache == "default" else cache)
+    segments = _default_cache if cache == "default" else cache
+    reuse = default_prompt_cache() if prompt_cache == "default" else prompt_cache
+    if reuse is None:
+        prompt = family.render(conversation)
+        ids = encode_prompt(tok, prompt, segments)
+    else:
+        prompt, ids = reuse.render_encode(family, conversation, tok, segments)
     parsing = parsing_options(conversation)
     constraint = output_constraint(conversation)
     if constraint is not None and family.grammar is not None:

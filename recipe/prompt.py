@@ -8,14 +8,16 @@ adjacent plain text is joined before encoding).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Union
 
 from recipe.tokenizer import Tokenizer, TokenizerError
 
-__all__ = ["Special", "Text", "Segment", "Prompt", "SegmentCache", "encode_prompt", "message_token_spans"]
+__all__ = ["Special", "Text", "Segment", "Prompt", "SegmentCache", "encode_prompt", "encode_segments", "message_token_spans"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,80 @@ class SegmentCache:
         return len(self._data)
 
 
+def _text_runs(segments: Sequence[Segment], start: int) -> Iterator[str]:
+    """The joined runs of text between special segments of ``segments[start:]``."""
+    buf: list[str] = []
+    for i in range(start, len(segments)):
+        seg = segments[i]
+        if type(seg) is Special:
+            if buf:
+                yield "".join(buf)
+                buf = []
+        else:
+            buf.append(seg.text)
+    if buf:
+        yield "".join(buf)
+
+
+def encode_segments(
+    tokenizer: Tokenizer,
+    segments: Sequence[Segment],
+    cache: SegmentCache | None = None,
+    marks: Sequence[int] = (),
+    start: int = 0,
+) -> tuple[list[int], list[int | None]]:
+    """Token ids of ``segments[start:]``, and where given segment indices begin among those ids.
+
+    Each special segment becomes its id; each run of adjacent texts is joined and encoded with
+    ``encode_ordinary`` (through ``cache`` when given). ``start`` must be 0 or the index of a special
+    segment (text is only ever split at special tokens, so ids restart cleanly there).
+
+    Args:
+        marks: ascending segment indices ``>= start``; for each, the number of ids produced before
+            that segment, or None when the segment is plain text (no token boundary is guaranteed
+            there). A mark equal to ``len(segments)`` gets the total.
+
+    Raises:
+        TokenizerError: a special segment whose spelling is not an added token of ``tokenizer``.
+    """
+    ids: list[int] = []
+    offsets: list[int | None] = []
+    specials = tokenizer.special_tokens
+    tokenizer.prefetch(_text_runs(segments, start))  # read only before the full encoding exists
+    encode = tokenizer.encode_ordinary if cache is None else functools.partial(cache.encode, tokenizer)
+    buf: list[str] = []
+    mark_iter = iter(marks)
+    mark = next(mark_iter, -1)
+    for i in range(start, len(segments)):
+        seg = segments[i]
+        if type(seg) is Special:
+            if buf:
+                text = buf[0] if len(buf) == 1 else "".join(buf)
+                if text:
+                    ids += encode(text)
+                buf = []
+            while mark == i:
+                offsets.append(len(ids))
+                mark = next(mark_iter, -1)
+            special = specials.get(seg.text)
+            if special is None:
+                raise TokenizerError(f"the tokenizer has no special token {seg.text!r}, which the prompt template emits")
+            ids.append(special)
+        else:
+            while mark == i:
+                offsets.append(None)
+                mark = next(mark_iter, -1)
+            buf.append(seg.text)
+    if buf:
+        text = "".join(buf)
+        if text:
+            ids += encode(text)
+    while mark >= 0:
+        offsets.append(len(ids) if mark == len(segments) else None)
+        mark = next(mark_iter, -1)
+    return ids, offsets
+
+
 def encode_prompt(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | None = None) -> list[int]:
     """Token ids of ``prompt``: each special segment by id, each joined plain chunk by ``encode_ordinary``.
 
@@ -153,21 +229,7 @@ def encode_prompt(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | No
         TokenizerError: a special segment whose spelling is not an added token of ``tokenizer``
             (a vocabulary that is not DeepSeek-V4's).
     """
-    ids: list[int] = []
-    specials = tokenizer.special_tokens
-    chunks = prompt.chunks()
-    tokenizer.prefetch(text for is_special, text in chunks if not is_special)  # one small encoding for all
-    for is_special, text in chunks:
-        if is_special:
-            special = specials.get(text)
-            if special is None:
-                raise TokenizerError(f"the tokenizer has no special token {text!r}, which the prompt template emits")
-            ids.append(special)
-        elif cache is not None:
-            ids.extend(cache.encode(tokenizer, text))
-        else:
-            ids.extend(tokenizer.encode_ordinary(text))
-    return ids
+    return encode_segments(tokenizer, prompt.segments, cache)[0]
 
 
 def message_token_spans(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | None = None) -> list[tuple[int, int, int]]:

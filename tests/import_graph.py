@@ -16,7 +16,7 @@ from pathlib import Path
 #: a module belongs to the most specific entry that names it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("recipe", "recipe.__main__", "recipe.cli.*", "recipe.serve.*"),           # entry points, facade
-    ("recipe.pipeline", "recipe.output.driver"),                               # request flow, output driver
+    ("recipe.pipeline", "recipe.prompt_cache", "recipe.output.driver"),       # request flow, prompt reuse, output driver
     ("recipe.api.*",),                                                         # wire models, adapters, API encoders
     ("recipe.options", "recipe.encodings.*", "recipe.schema.*", "recipe.cache.*", "recipe.store.*"),
     ("recipe.conversation", "recipe.prompt", "recipe.tokenizer", "recipe.output",

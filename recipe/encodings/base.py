@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recipe.schema.turn import GrammarBuilder
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["Encoding", "OutputParser", "ParserFactory"]
+__all__ = ["Encoding", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender"]
 
 
 class OutputParser(Protocol):
@@ -62,6 +62,51 @@ class ParserFactory(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A point of a rendered prompt where rendering can resume (see :class:`ResumableRender`).
+
+    Attributes:
+        messages: the conversation's ``messages[:messages]`` are rendered completely in
+            ``segments[:segments]``, and no message after them can change those segments (in any
+            conversation with the same :meth:`ResumableRender.context`).
+        segments: segment index; ``segments[segments]`` is a special token (or the end), so the
+            token ids of ``segments[:segments]`` are a prefix of the prompt's ids.
+        starts: how many ``Prompt.message_starts`` entries precede this point.
+        state: what the family needs to render the following messages (immutable; opaque here).
+    """
+
+    messages: int
+    segments: int
+    starts: int
+    state: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResumableRender:
+    """A family's rendering, resumable at :class:`Checkpoint` s (what the prompt cache needs).
+
+    Contract: let ``a`` and ``b`` be conversations with equal ``context`` (compared as JSON) and
+    ``a.messages[:cp.messages] == b.messages[:cp.messages]``, ``cp`` a checkpoint of
+    ``render(a, None)`` whose prompt is ``pa``. Then ``render(b, (pa, cp))`` returns the same prompt
+    as ``render(b, None)`` (built from ``pa.segments[:cp.segments]`` without looking at
+    ``b.messages[:cp.messages]`` again) and the checkpoints of ``render(b, None)`` that lie after ``cp``.
+    Every checkpoint's ``messages`` is one of ``boundaries(conversation)``.
+
+    Attributes:
+        context: ``conversation -> JSON-serialisable value``: everything besides the message prefix
+            that the rendering of a prefix reads (settings, and messages hoisted out of place).
+        boundaries: ``conversation -> ascending message counts`` where ``render`` may place a
+            checkpoint (cheap: it decides from each message alone, never renders).
+        render: ``(conversation, resume) -> (prompt, checkpoints)``; ``resume`` is None or an
+            earlier ``(prompt, checkpoint)``.
+    """
+
+    context: Callable[[Conversation], Any]
+    boundaries: Callable[[Conversation], list[int]]
+    render: Callable[[Conversation, tuple[Prompt, Checkpoint] | None], tuple[Prompt, tuple[Checkpoint, ...]]]
+
+
+@dataclass(frozen=True, slots=True)
 class Encoding:
     """One model family's prompt format and output format.
 
@@ -79,6 +124,8 @@ class Encoding:
         tokenizer: the family's default vocabulary (``() -> Tokenizer``, built once per process).
         grammar: the family's output-grammar builder (``(TurnSpec, Tokenizer) -> GrammarParts``,
             :mod:`recipe.schema.turn`) for constrained decoding; None when the family has none.
+        resumable: the family's :class:`ResumableRender`, or None (then ``prepare`` never reuses an
+            earlier prompt of this family).
     """
 
     name: str
@@ -91,6 +138,7 @@ class Encoding:
     models: tuple[str, ...]
     tokenizer: Callable[[], Tokenizer]
     grammar: GrammarBuilder | None = None
+    resumable: ResumableRender | None = None
 
     def stop_ids(self, tokenizer: Tokenizer | None = None) -> tuple[int, ...]:
         """Ids of :attr:`stop_tokens` in ``tokenizer`` (default: the family's vocabulary); a stop

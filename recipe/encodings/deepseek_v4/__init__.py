@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from recipe.encodings.base import Encoding
 from recipe.encodings.deepseek_v4.constants import EOS, SPECIAL_IDS
-from recipe.encodings.deepseek_v4.render import render
+from recipe.encodings.deepseek_v4.render import RESUMABLE, render
 from recipe.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
@@ -75,4 +75,5 @@ ENCODING = Encoding(
     models=("DeepSeek-V4-Pro", "DeepSeek-V4-Flash", "deepseek-v4-pro", "deepseek-v4-flash"),
     tokenizer=load_tokenizer,
     grammar=grammar,
+    resumable=RESUMABLE,
 )

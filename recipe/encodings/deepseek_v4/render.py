@@ -12,7 +12,9 @@ tool names, arguments, results, schemas) becomes ``Text`` only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
 
 from recipe.conversation import (
     AssistantMessage,
@@ -35,10 +37,11 @@ from recipe.encodings.deepseek_v4.constants import (
     THINK_START,
     USER,
 )
+from recipe.encodings.base import Checkpoint, ResumableRender
 from recipe.jsonfmt import dumps_prompt, parse_json_value
 from recipe.prompt import Prompt, Segment, Special, Text
 
-__all__ = ["render", "template_segments", "EFFORT_TEXTS", "TOOLS_TEMPLATE"]
+__all__ = ["render", "render_resumable", "render_context", "RESUMABLE", "template_segments", "EFFORT_TEXTS", "TOOLS_TEMPLATE"]
 
 _TEMPLATE_SPECIAL_RE = re.compile("(" + "|".join(map(re.escape, (DSML, THINK_START, THINK_END))) + ")")
 
@@ -164,13 +167,11 @@ def _tool_calls(calls: Sequence[ToolCall]) -> list[Segment]:
     return out
 
 
-def _user_group(run: Sequence[Message], call_order: dict[str, int]) -> list[Segment]:
-    tools = [m for m in run if type(m) is ToolMessage]
+def _user_group(tools: list[ToolMessage], users: list[UserMessage], call_order: Mapping[str, int]) -> list[Segment]:
     tools.sort(key=lambda m: call_order.get(m.tool_call_id, len(call_order)))
     parts = [f"<tool_result>{m.content}</tool_result>" for m in tools]
-    users = [m.content for m in run if type(m) is UserMessage]
     if users:
-        parts.append("\n\n".join(u for u in users if u))
+        parts.append("\n\n".join(u.content for u in users if u.content))
     return [_S_USER, Text("\n\n".join(parts))]
 
 
@@ -196,41 +197,99 @@ def _prefix_assistant(msg: AssistantMessage, thinking: bool) -> list[Segment]:
     return out
 
 
-def _body(conv: Conversation, base: int, starts: list[tuple[int, int]]) -> tuple[list[Segment], bool]:
-    """Message groups in order; returns (segments, ends_with_prefix). Appends each group's
-    (message index, segment index) to ``starts``, segment indices offset by ``base``."""
-    indexed = [(k, m) for k, m in enumerate(conv.messages) if type(m) is not SystemMessage]
-    msgs = [m for _, m in indexed]
+_EMPTY_ORDER: Mapping[str, int] = MappingProxyType({})
+
+
+def _body(
+    conv: Conversation,
+    k: int,
+    call_order: Mapping[str, int],
+    segs: list[Segment],
+    starts: list[tuple[int, int]],
+    checkpoints: list[Checkpoint] | None,
+) -> bool:
+    """Render message groups from ``conv.messages[k]`` on (system messages skipped: they are hoisted),
+    appending to ``segs`` and each group's ``(message index, segment index)`` to ``starts``; returns
+    whether the prompt ends with a prefix assistant. ``call_order``: the result order set by the last
+    assistant turn with tool calls before ``k``.
+
+    A checkpoint follows every assistant turn (not a prefix) and every latest-reminder message: their
+    segments never depend on what follows, and the next group begins with a special token. After a
+    user or tool message a later message may still join the same user turn, so none is taken there.
+    """
+    messages = conv.messages
+    n = len(messages)
+    last = n - 1
+    while last >= 0 and type(messages[last]) is SystemMessage:
+        last -= 1
     think_history = conv.thinking and bool(conv.tools)
-    out: list[Segment] = []
-    call_order: dict[str, int] = {}
-    i, n = 0, len(msgs)
-    while i < n:
-        m = msgs[i]
+    while k < n:
+        m = messages[k]
         kind = type(m)
-        starts.append((indexed[i][0], base + len(out)))
+        if kind is SystemMessage:
+            k += 1
+            continue
+        starts.append((k, len(segs)))
         if kind is UserMessage or kind is ToolMessage:
             # one user turn = tool results, then user texts; a tool result after a user text opens
             # a new turn (reachable through Responses outputs without a call id)
-            j = i
-            while j < n and type(msgs[j]) is ToolMessage:
-                j += 1
-            while j < n and type(msgs[j]) is UserMessage:
-                j += 1
-            out += _user_group(msgs[i:j], call_order)
-            i = j
+            tools: list[ToolMessage] = []
+            users: list[UserMessage] = []
+            while k < n and ((kind := type(messages[k])) is ToolMessage or kind is SystemMessage):
+                if kind is ToolMessage:
+                    tools.append(messages[k])  # type: ignore[arg-type]
+                k += 1
+            while k < n and ((kind := type(messages[k])) is UserMessage or kind is SystemMessage):
+                if kind is UserMessage:
+                    users.append(messages[k])  # type: ignore[arg-type]
+                k += 1
+            segs += _user_group(tools, users, call_order)
             continue
         if kind is LatestReminderMessage:
-            out += (_S_REMINDER, Text(m.content))
+            segs += (_S_REMINDER, Text(m.content))
+            if checkpoints is not None:
+                checkpoints.append(Checkpoint(k + 1, len(segs), len(starts), call_order))
         elif kind is AssistantMessage:
-            if m.prefix and i == n - 1:
-                out += _prefix_assistant(m, conv.thinking)
-                return out, True
-            out += _assistant(m, think_history)
+            if m.prefix and k == last:
+                segs += _prefix_assistant(m, conv.thinking)
+                return True
+            segs += _assistant(m, think_history)
             if m.tool_calls:
-                call_order = {c.id: k for k, c in enumerate(sorted(m.tool_calls, key=lambda c: c.id))}
-        i += 1
-    return out, False
+                call_order = {c.id: j for j, c in enumerate(sorted(m.tool_calls, key=lambda c: c.id))}
+            if checkpoints is not None and not m.prefix:
+                checkpoints.append(Checkpoint(k + 1, len(segs), len(starts), call_order))
+        k += 1
+    return False
+
+
+def _header(conv: Conversation) -> list[Segment]:
+    segs: list[Segment] = [_S_BOS]
+    if conv.thinking:
+        effort = EFFORT_TEXTS.get(conv.reasoning_effort, _EFFORT_HIGH)
+        if effort:
+            segs.append(Text(effort))
+    segs += _system_section(conv)
+    return segs
+
+
+def _render(conv: Conversation, resume: tuple[Prompt, Checkpoint] | None, checkpoints: list[Checkpoint] | None) -> Prompt:
+    starts: list[tuple[int, int]] = []
+    first_system = next((k for k, m in enumerate(conv.messages) if type(m) is SystemMessage), None)
+    if first_system is not None:
+        starts.append((first_system, 1))
+    if resume is None:
+        segs = _header(conv)
+        ends_with_prefix = _body(conv, 0, _EMPTY_ORDER, segs, starts, checkpoints)
+    else:
+        prompt, cp = resume
+        segs = list(prompt.segments[: cp.segments])
+        starts += prompt.message_starts[len(starts) : cp.starts]
+        ends_with_prefix = _body(conv, cp.messages, cp.state, segs, starts, checkpoints)
+    if not ends_with_prefix:
+        segs += (_S_ASSISTANT, _S_THINK if conv.thinking else _S_THINK_END)
+        if conv.tool_choice.mode == "required" and conv.tools and not conv.thinking:
+            segs += _FORCED_CALLS_OPEN
+    return Prompt(tuple(segs), tuple(starts))
 
 
 def render(conv: Conversation) -> Prompt:
@@ -242,23 +301,45 @@ def render(conv: Conversation) -> Prompt:
     tool calls sorted by id; a generation prompt appended unless the last message is a prefix
     assistant. Never raises for a well-formed Conversation.
     """
-    segs: list[Segment] = [_S_BOS]
-    starts: list[tuple[int, int]] = []
-    first_system = next((k for k, m in enumerate(conv.messages) if type(m) is SystemMessage), None)
-    if first_system is not None:
-        starts.append((first_system, 1))
-    if conv.thinking:
-        effort = EFFORT_TEXTS.get(conv.reasoning_effort, _EFFORT_HIGH)
-        if effort:
-            segs.append(Text(effort))
-    segs += _system_section(conv)
-    body, ends_with_prefix = _body(conv, len(segs), starts)
-    segs += body
-    if not ends_with_prefix:
-        segs += (_S_ASSISTANT, _S_THINK if conv.thinking else _S_THINK_END)
-        if conv.tool_choice.mode == "required" and conv.tools and not conv.thinking:
-            segs += _FORCED_CALLS_OPEN
-    return Prompt(tuple(segs), tuple(starts))
+    return _render(conv, None, None)
+
+
+def render_context(conv: Conversation) -> tuple[Any, ...]:
+    """What the rendering of a message prefix reads besides those messages: thinking, effort, tools,
+    response format (all in the system section or the history's reasoning rule) and every system
+    message's text (hoisted to the front wherever it stands). The tool choice only shapes the
+    generation prompt, which is rendered anew each time."""
+    return (
+        conv.thinking,
+        conv.reasoning_effort,
+        conv.tools,
+        conv.response_format,
+        [m.content for m in conv.messages if type(m) is SystemMessage],
+    )
+
+
+def render_boundaries(conv: Conversation) -> list[int]:
+    """Message counts where :func:`render_resumable` may place a checkpoint: after each assistant
+    turn that is not a prefix and after each latest reminder."""
+    return [
+        k + 1
+        for k, m in enumerate(conv.messages)
+        if (type(m) is AssistantMessage and not m.prefix) or type(m) is LatestReminderMessage
+    ]
+
+
+def render_resumable(
+    conv: Conversation, resume: tuple[Prompt, Checkpoint] | None = None
+) -> tuple[Prompt, tuple[Checkpoint, ...]]:
+    """:func:`render` with checkpoints (after each assistant turn and latest reminder), optionally
+    resumed from an earlier prompt's checkpoint (contract: :class:`~recipe.encodings.base.ResumableRender`)."""
+    checkpoints: list[Checkpoint] = []
+    prompt = _render(conv, resume, checkpoints)
+    return prompt, tuple(checkpoints)
+
+
+#: The V4 renderer as the prompt cache uses it.
+RESUMABLE = ResumableRender(context=render_context, boundaries=render_boundaries, render=render_resumable)
 
 
 def iter_text(segments: Iterable[Segment]) -> str:

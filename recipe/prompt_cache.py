@@ -1,0 +1,333 @@
+"""Exact reuse of earlier prompts: the agent loop's next request costs what changed.
+
+An agent re-sends its whole history with one more round at the end. :class:`PromptCache` keeps the
+rendered prompt and token ids of recent conversations at their *checkpoints* (the points where the
+encoding guarantees that what is rendered so far can never change, whatever follows; for
+DeepSeek-V4 after each assistant turn and latest reminder), keyed by a SHA-256 digest of
+
+* the encoding's name and the tokenizer's fingerprint,
+* the encoding's *render context* of the conversation (thinking, effort, tools, response format,
+  system texts for V4: everything besides the message prefix that the rendering of a prefix reads),
+* each converted message up to the checkpoint, as its class name and its JSON (orjson of the
+  frozen dataclass: every field, ``null`` distinct from ``""``).
+
+A request whose converted messages extend a cached prefix resumes rendering at the longest matching
+checkpoint, takes the ids up to it from the cache and encodes only the rest. A change anywhere (an
+edited message, a dropped reasoning block, other tools, another effort or tokenizer) gives another
+digest and the exact path. Digests are taken of the *converted* conversation, because rendering is a
+pure function of it: the request is still parsed and validated in full (errors stay exact), only the
+rendering and encoding of the unchanged prefix are skipped. The ids always equal a cold ``prepare``
+(tests/test_prompt_cache.py checks it on random conversations and random edits in all three APIs).
+
+Bounded (LRU by estimated bytes and by entries), thread-safe; one process-wide cache
+(:func:`default_prompt_cache`) is what ``prepare`` uses by default and what a server shares.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from recipe.prompt import Prompt, Segment, SegmentCache, encode_segments
+
+if TYPE_CHECKING:
+    from recipe.conversation import Conversation
+    from recipe.encodings.base import Checkpoint, Encoding, ResumableRender
+    from recipe.tokenizer import Tokenizer
+
+__all__ = ["PromptCache", "PromptCacheStats", "default_prompt_cache"]
+
+#: Estimated bytes per cached token id (a tuple slot plus, at worst, its own int object).
+BYTES_PER_TOKEN = 36
+#: Estimated bytes per cached segment (the segment object and its tuple slot), besides its text.
+BYTES_PER_SEGMENT = 72
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCacheStats:
+    """A snapshot of a :class:`PromptCache`.
+
+    Attributes:
+        entries: cached prompts.
+        checkpoints: resumable points over all entries (one digest each).
+        bytes: estimated memory held (token ids, segments and their text), an upper bound.
+        max_bytes: the bound on ``bytes``.
+        hits: requests that resumed at a checkpoint; ``misses``: requests rendered in full.
+        reused_tokens: prompt tokens taken from the cache instead of encoded, over all hits.
+        evictions: entries dropped to stay within the bounds.
+    """
+
+    entries: int
+    checkpoints: int
+    bytes: int
+    max_bytes: int
+    hits: int
+    misses: int
+    reused_tokens: int
+    evictions: int
+
+
+@dataclass(eq=False, slots=True)
+class _Entry:
+    prompt: Prompt
+    ids: tuple[int, ...]
+    context: bytes  # the render context as JSON, with the encoding and tokenizer names
+    messages: tuple[Any, ...]  # the conversation's messages (compared on a hit)
+    checkpoints: tuple[Checkpoint, ...]
+    tokens: tuple[int, ...]  # ids before each checkpoint
+    chars: tuple[int, ...]  # text characters before each checkpoint
+    keys: list[int] = field(default_factory=list)
+    live: int = 0  # keys still pointing here
+    cost: int = 0
+
+
+#: Types whose ``==`` is exact once both sides have the same type.
+_EXACT = frozenset({str, int, bool, type(None), bytes})
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    names = _FIELDS.get(cls, ())
+    if names == ():
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+    return names
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Exact equality: same types all the way down (``1``, ``1.0``, ``True`` and ``0.0``/``-0.0``
+    all differ; an unknown type is never equal)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t in _EXACT:
+        return a == b
+    if t is tuple or t is list:
+        return len(a) == len(b) and all(map(_same, a, b))
+    if t is float:
+        return a.hex() == b.hex()
+    if t is dict:
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    names = _field_names(t)
+    return names is not None and all(_same(getattr(a, n), getattr(b, n)) for n in names)
+
+
+@dataclass(frozen=True, slots=True)
+class _Keys:
+    """A conversation's lookup keys: its context and, per boundary k, a hash of ``messages[:k]``
+    (a candidate only: a hit is confirmed by comparing the messages themselves)."""
+
+    context: bytes
+    at: dict[int, int]
+
+
+def _lookup_keys(resumable: ResumableRender, name: str, tokenizer: Tokenizer, conversation: Conversation) -> _Keys | None:
+    """The keys of ``conversation``, or None when it has no boundary or its context is not JSON
+    orjson prints exactly, or a message is unhashable."""
+    boundaries = resumable.boundaries(conversation)
+    if not boundaries:
+        return None
+    try:
+        context = b"\0".join((name.encode(), tokenizer.fingerprint.encode(), orjson.dumps(resumable.context(conversation))))
+        h = hash(context)
+        at: dict[int, int] = {}
+        messages = conversation.messages
+        k = 0
+        for b in boundaries:
+            while k < b:
+                h = hash((h, messages[k]))
+                k += 1
+            at[b] = h
+    except TypeError:  # a value orjson refuses (lone surrogate, 65-bit integer, foreign object), or unhashable
+        return None
+    return _Keys(context, at)
+
+
+def _chars(segments: Sequence[Segment], start: int, marks: Sequence[int]) -> tuple[int, list[int]]:
+    """Text characters in ``segments[start:]`` and before each mark (relative to ``start``)."""
+    total, at = 0, []
+    it = iter(marks)
+    mark = next(it, -1)
+    for i in range(start, len(segments)):
+        while mark == i:
+            at.append(total)
+            mark = next(it, -1)
+        total += len(segments[i].text)
+    while mark >= 0:
+        at.append(total)
+        mark = next(it, -1)
+    return total, at
+
+
+class PromptCache:
+    """Earlier prompts' segments and token ids at their checkpoints, for exact reuse (module docstring).
+
+    Args:
+        max_bytes: bound on the estimated memory held (default 256 MiB: about fifty 100k-token
+            conversations); least recently used entries are evicted first.
+        max_entries: bound on the number of cached prompts.
+    """
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024, max_entries: int = 4096) -> None:
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self._keys: dict[int, tuple[_Entry, int]] = {}
+        self._lru: OrderedDict[int, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._hits = self._misses = self._reused = self._evictions = 0
+
+    def render_encode(
+        self,
+        encoding: Encoding,
+        conversation: Conversation,
+        tokenizer: Tokenizer,
+        segment_cache: SegmentCache | None = None,
+    ) -> tuple[Prompt, list[int]]:
+        """The prompt of ``conversation`` and its token ids, resumed from the longest cached
+        checkpoint whose digest matches (else rendered in full), then cached for later requests.
+
+        Equal to ``encoding.render(conversation)`` and ``encode_prompt(tokenizer, prompt)``.
+
+        Raises:
+            TokenizerError: as :func:`~recipe.prompt.encode_segments`.
+        """
+        resumable = encoding.resumable
+        keys = None if resumable is None else _lookup_keys(resumable, encoding.name, tokenizer, conversation)
+        if keys is None:
+            prompt = encoding.render(conversation)
+            return prompt, encode_segments(tokenizer, prompt.segments, segment_cache)[0]
+        assert resumable is not None
+        found = self._find(keys, conversation.messages)
+        if found is None:
+            entry, index, start, cp = None, -1, 0, None
+            prompt, checkpoints = resumable.render(conversation, None)
+        else:
+            entry, index = found
+            cp, start = entry.checkpoints[index], entry.tokens[index]
+            prompt, checkpoints = resumable.render(conversation, (entry.prompt, cp))
+        first = 0 if cp is None else cp.segments
+        marks = [c.segments for c in checkpoints]
+        tail, offsets = encode_segments(tokenizer, prompt.segments, segment_cache, marks, start=first)
+        n_chars, chars_at = _chars(prompt.segments, first, marks)
+        if entry is None:
+            ids = tail
+            base_chars = 0
+            kept: tuple[tuple[Checkpoint, ...], tuple[int, ...], tuple[int, ...]] = ((), (), ())
+        else:
+            ids = list(entry.ids)
+            del ids[start:]
+            ids += tail
+            base_chars = entry.chars[index]
+            kept = (entry.checkpoints[: index + 1], entry.tokens[: index + 1], entry.chars[: index + 1])
+        new = [(c, start + o, base_chars + a) for c, o, a in zip(checkpoints, offsets, chars_at) if o is not None and c.messages in keys.at]
+        if kept[0] or new:
+            stored = _Entry(
+                prompt,
+                tuple(ids),
+                keys.context,
+                conversation.messages,
+                kept[0] + tuple(c for c, _, _ in new),
+                kept[1] + tuple(o for _, o, _ in new),
+                kept[2] + tuple(a for _, _, a in new),
+            )
+            stored.cost = (
+                BYTES_PER_TOKEN * len(ids) + BYTES_PER_SEGMENT * len(prompt.segments) + base_chars + n_chars + len(keys.context)
+            )
+            self._store(stored, keys)
+        return prompt, ids
+
+    def _find(self, keys: _Keys, messages: tuple[Any, ...]) -> tuple[_Entry, int] | None:
+        """The entry and checkpoint index of the longest boundary whose candidate is confirmed:
+        same context bytes, and the cached conversation's messages before it exactly equal."""
+        for k in sorted(keys.at, reverse=True):
+            with self._lock:
+                hit = self._keys.get(keys.at[k])
+            if hit is None:
+                continue
+            entry, index = hit
+            if entry.checkpoints[index].messages != k or entry.context != keys.context:
+                continue
+            if not all(map(_same, messages[:k], entry.messages[:k])):
+                continue
+            with self._lock:
+                if id(entry) in self._lru:
+                    self._lru.move_to_end(id(entry))
+                self._hits += 1
+                self._reused += entry.tokens[index]
+            return hit
+        with self._lock:
+            self._misses += 1
+        return None
+
+    def _store(self, entry: _Entry, keys: _Keys) -> None:
+        if entry.cost > self.max_bytes:
+            return
+        with self._lock:
+            for index, cp in enumerate(entry.checkpoints):
+                key = keys.at[cp.messages]
+                old = self._keys.get(key)
+                if old is not None:
+                    self._unref(old[0])
+                self._keys[key] = (entry, index)
+                entry.keys.append(key)
+                entry.live += 1
+            self._lru[id(entry)] = entry
+            self._bytes += entry.cost
+            while self._bytes > self.max_bytes or len(self._lru) > self.max_entries:
+                _, victim = self._lru.popitem(last=False)
+                self._drop(victim)
+                self._evictions += 1
+
+    def _unref(self, entry: _Entry) -> None:
+        """One key of ``entry`` now points elsewhere; an entry no key reaches is dropped."""
+        entry.live -= 1
+        if entry.live == 0 and self._lru.pop(id(entry), None) is not None:
+            self._bytes -= entry.cost
+
+    def _drop(self, entry: _Entry) -> None:
+        self._bytes -= entry.cost
+        for key in entry.keys:
+            hit = self._keys.get(key)
+            if hit is not None and hit[0] is entry:
+                del self._keys[key]
+        entry.live = 0
+
+    def stats(self) -> PromptCacheStats:
+        """Counts, estimated bytes held and hit statistics (:class:`PromptCacheStats`)."""
+        with self._lock:
+            return PromptCacheStats(
+                entries=len(self._lru),
+                checkpoints=len(self._keys),
+                bytes=self._bytes,
+                max_bytes=self.max_bytes,
+                hits=self._hits,
+                misses=self._misses,
+                reused_tokens=self._reused,
+                evictions=self._evictions,
+            )
+
+    def clear(self) -> None:
+        """Drop every entry (statistics are kept)."""
+        with self._lock:
+            self._keys.clear()
+            self._lru.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+
+_default = PromptCache()
+
+
+def default_prompt_cache() -> PromptCache:
+    """The process-wide prompt cache ``prepare`` uses unless told otherwise (share it in a server)."""
+    return _default
