@@ -1,96 +1,172 @@
-"""Request -> prompt token ids, recipe vs deepseek-recipe 0.2.0, measured in the same run.
+"""Request -> prompt token ids through the README's call path, recipe vs deepseek-recipe 0.2.0.
 
-    python bench/bench_encode.py            # all three cases
-    python bench/bench_encode.py --quick    # fewer repetitions
+    python bench/bench_encode.py                 # both workloads, 15 rounds
+    python bench/bench_encode.py --rounds 5      # fewer rounds
+    python bench/bench_encode.py --json FILE     # also write the results as JSON (bench/report.py)
 
-Cases (issue "Foundation", benchmark): (a) a short chat request; (b) a long agentic conversation
-(55 assistant turns with tool calls and results, ~100k prompt tokens), cold; (c) the agent loop's
-next request, (b) plus one tool round, after (b) was encoded once (recipe's segment cache warm).
-Each case checks that both libraries give identical token ids, then prints medians and the ratio
-(deepseek-recipe time / recipe time: > 1 means recipe is faster). Targets: (a) >= 1, (b) >= 2, (c) >= 10.
+recipe is called exactly as the README shows it: ``recipe.prepare(body)``, no tokenizer, cache or
+API argument (the default vocabulary, segment cache and prompt cache). deepseek-recipe runs
+``ChatCompletionRequest(body).convert(options)`` then ``encode`` with the same vocabulary, in the
+same process. Two workloads of bench/gen.py, each with three cases:
+
+* ``agentic``: today's generator (55 assistant turns with reasoning and tool calls, code and prose
+  tool results, ~112k tokens); ``coding``: a coding agent (long system prompt, Zipf English, 50
+  turns, numbered file reads, many small tool results, CJK, several user turns, ~100k tokens);
+* (a) a short request, given as a dict (as in the README); (b) the long conversation as JSON text,
+  cold: a conversation this process never saw (a fresh seed each round, recipe's caches cleared
+  first); (c) the agent's next request (JSON text: the long one plus one tool round) after the long
+  one was prepared (caches warm, as in an agent loop).
+
+Each round runs every case once per side, back to back, alternating which side goes first, and
+yields one ratio (deepseek-recipe time / recipe time) per case; (a) times 200 calls per side per
+round and takes their medians. The table prints median [min–max] over the rounds; a target counts
+as met only if every round reaches it. Token ids are checked identical for every body. Then the
+memory the prompt cache holds after (b)+(c): its own estimate and tracemalloc's count.
+Targets (issue 16): (a) >= 3, (b) >= 3, (c) >= 20. Pin it (``taskset -c 1``) on a shared machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
-import resource
 import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import anchor  # noqa: E402
-from gen import agentic_request, next_request, short_request  # noqa: E402
-from timing import median_seconds as _median  # noqa: E402
+import gen  # noqa: E402
+from timing import Row, print_rows, times  # noqa: E402
 
-from recipe.pipeline import prepare  # noqa: E402
-from recipe.prompt import SegmentCache  # noqa: E402
-from recipe.tokenizer import load_tokenizer  # noqa: E402
+import recipe  # noqa: E402
+from recipe.pipeline import default_segment_cache  # noqa: E402
+from recipe.prompt_cache import default_prompt_cache  # noqa: E402
 
 
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:9.3f} ms"
+@dataclass(frozen=True)
+class Workload:
+    """A workload: its short request, its long conversation by seed, and the next request."""
+
+    name: str
+    short: Callable[[], dict[str, Any]]
+    long: Callable[[int], dict[str, Any]]
+    next: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+WORKLOADS = {
+    "agentic": Workload("agentic", gen.short_request, lambda seed: gen.agentic_request(seed=seed), gen.next_request),
+    "coding": Workload("coding", gen.coding_short_request, lambda seed: gen.coding_agent_request(seed=seed), gen.coding_next_request),
+}
+
+
+def clear_caches() -> None:
+    """Forget every conversation this process has seen (recipe's default caches)."""
+    default_segment_cache().clear()
+    default_prompt_cache().clear()
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def run(workload: Workload, rounds: int, n_short: int, theirs: Callable[[Any], list[int]]) -> tuple[list[Row], dict[str, Any]]:
+    """The three rows of ``workload`` and its facts (token counts, memory)."""
+    short = workload.short()
+    long0 = workload.long(1000)
+    long_body = json.dumps(long0, ensure_ascii=False)
+    next_body = json.dumps(workload.next(long0), ensure_ascii=False)
+    assert recipe.prepare(short).token_ids == theirs(short), "short: ids differ"
+    n_long = len(recipe.prepare(long_body).token_ids)
+    assert recipe.prepare(long_body).token_ids == theirs(long_body), "long: ids differ"
+    n_next = len(recipe.prepare(next_body).token_ids)
+    assert recipe.prepare(next_body).token_ids == theirs(next_body), "next: ids differ"
+
+    rows = [
+        Row(f"(a) short request ({len(recipe.prepare(short).token_ids)} tokens, dict)", 3.0),
+        Row(f"(b) long, cold ({n_long} tokens, JSON)", 3.0),
+        Row(f"(c) next request, warm ({n_next} tokens)", 20.0),
+    ]
+    for r in range(rounds):
+        first_ours = r % 2 == 0
+        # (a)
+        pair = [lambda: statistics.median(times(lambda: recipe.prepare(short), n_short)),
+                lambda: statistics.median(times(lambda: theirs(short), n_short))]
+        a = [f() for f in (pair if first_ours else pair[::-1])]
+        rows[0].add(*(a if first_ours else a[::-1]))
+        # (b) a fresh conversation each round, recipe's caches cleared
+        body = json.dumps(workload.long(r), ensure_ascii=False)
+        clear_caches()
+        gc.collect()
+        if first_ours:
+            o = _timed(lambda: recipe.prepare(body))
+            t = _timed(lambda: theirs(body))
+        else:
+            t = _timed(lambda: theirs(body))
+            clear_caches()
+            o = _timed(lambda: recipe.prepare(body))
+        rows[1].add(o, t)
+        # (c) the next request after the long one
+        recipe.prepare(long_body)
+        if first_ours:
+            o = _timed(lambda: recipe.prepare(next_body))
+            t = _timed(lambda: theirs(next_body))
+        else:
+            t = _timed(lambda: theirs(next_body))
+            o = _timed(lambda: recipe.prepare(next_body))
+        rows[2].add(o, t)
+
+    # memory held by the prompt cache after (b)+(c) of one conversation
+    clear_caches()
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    recipe.prepare(long_body)
+    recipe.prepare(next_body)
+    gc.collect()
+    prompt_stats = default_prompt_cache().stats()
+    default_segment_cache().clear()
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    facts = {"long_tokens": n_long, "next_tokens": n_next, "long_bytes": len(long_body.encode()),
+             "prompt_cache_estimate": prompt_stats.bytes, "prompt_cache_traced": held,
+             "prompt_cache_entries": prompt_stats.entries, "prompt_cache_checkpoints": prompt_stats.checkpoints}
+    return rows, facts
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--short-calls", type=int, default=200, help="calls per side per round in (a)")
+    ap.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args()
-    n_short, n_long = (300, 5) if args.quick else (2000, 15)
 
-    tok = load_tokenizer()
     theirs = anchor.encoder("ChatCompletionRequest")
-    short = json.dumps(short_request())
-    long_req = agentic_request()
-    long_body = json.dumps(long_req)
-    next_body = json.dumps(next_request(long_req))
-
-    rows = []
-    # (a) short request, default segment cache (short chunks bypass it anyway)
-    assert prepare(short, "chat", tokenizer=tok).token_ids == theirs(short)
-    ours_a = _median(lambda: prepare(short, "chat", tokenizer=tok, cache=None), n_short)
-    theirs_a = _median(lambda: theirs(short), n_short)
-    rows.append(("(a) short chat request", ours_a, theirs_a, 1.0))
-
-    # (b) long agentic conversation, cold (no segment cache)
-    ids_b = prepare(long_body, "chat", tokenizer=tok, cache=None).token_ids
-    assert ids_b == theirs(long_body)
-    ours_b = _median(lambda: prepare(long_body, "chat", tokenizer=tok, cache=None), n_long)
-    theirs_b = _median(lambda: theirs(long_body), n_long)
-    rows.append((f"(b) long agentic, cold ({len(ids_b)} tokens)", ours_b, theirs_b, 2.0))
-
-    # (c) next request after (b) was encoded once: a fresh cache warmed by (b) for every repetition
-    assert prepare(next_body, "chat", tokenizer=tok, cache=SegmentCache()).token_ids == theirs(next_body)
-    times = []
-    for _ in range(n_long):
-        cache = SegmentCache()
-        prepare(long_body, "chat", tokenizer=tok, cache=cache)
-        t0 = time.perf_counter()
-        prepare(next_body, "chat", tokenizer=tok, cache=cache)
-        times.append(time.perf_counter() - t0)
-    ours_c = statistics.median(times)
-    theirs_c = _median(lambda: theirs(next_body), n_long)
-    rows.append(("(c) next agent request, warm", ours_c, theirs_c, 10.0))
-
-    tracemalloc.start()
-    cache = SegmentCache()
-    prepare(long_body, "chat", tokenizer=tok, cache=cache)
-    prepare(next_body, "chat", tokenizer=tok, cache=cache)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-
-    print(f"{'case':44} {'recipe':>12} {'deepseek-recipe':>16} {'ratio':>8} {'target':>7}")
-    for name, ours, them, target in rows:
-        ratio = them / ours
-        flag = "ok" if ratio >= target else "BELOW"
-        print(f"{name:44} {_fmt(ours)} {_fmt(them):>16} {ratio:7.2f}x {target:5.1f}x {flag}")
-    print(f"\npeak Python memory for (b)+(c) with cache: {peak / 2**20:.1f} MiB (tracemalloc); "
-          f"segment cache {len(cache)} chunks; process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
-    print(f"medians of {n_short} (a) / {n_long} (b, c) runs; ids identical in every case")
+    names = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    out: dict[str, Any] = {"rounds": args.rounds, "load": os.getloadavg(), "workloads": {}}
+    print(f"{args.rounds} rounds per case, sides interleaved; load average {os.getloadavg()[0]:.1f} at start")
+    for name in names:
+        rows, facts = run(WORKLOADS[name], args.rounds, args.short_calls, theirs)
+        print_rows(rows, f"\nworkload {name} ({facts['long_bytes'] / 1e3:.0f} KB long body)")
+        print(f"  prompt cache after (b)+(c): {facts['prompt_cache_entries']} entry, {facts['prompt_cache_checkpoints']} "
+              f"checkpoints, estimate {facts['prompt_cache_estimate'] / 2**20:.1f} MiB, traced "
+              f"{facts['prompt_cache_traced'] / 2**20:.1f} MiB (tracemalloc)")
+        out["workloads"][name] = {"rows": [r.as_dict() for r in rows], **facts}
+    out["load_end"] = os.getloadavg()
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end; ids identical for every body")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -318,3 +318,11 @@ def coding_next_request(req: dict[str, Any], seed: int = 12) -> dict[str, Any]:
         {"role": "tool", "tool_call_id": "call_next_0", "content": _small_result(rng, "edit_file", args)},
     ]
     return {**req, "messages": req["messages"] + extra}
+
+
+def coding_short_request() -> dict[str, Any]:
+    """The coding agent's kind of short request: three tools, thinking at max effort, a Chinese
+    question with a code snippet (≈ 900 prompt tokens, most of them the tools block)."""
+    question = "这个函数为什么在空列表时抛异常？\n\n```python\ndef first(xs):\n    return xs[0]\n```"
+    return {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": question}],
+            "tools": CODING_TOOLS[:3], "reasoning_effort": "max", "stream": True}

@@ -70,8 +70,6 @@ class JSONNumberOutOfRange(ValueError):
 
 #: A JSON string token or a JSON number token (used only on slow/error paths).
 _TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)', re.S)
-#: An integer ``-0`` token candidate (may also match inside a string; then we only lose speed).
-_NEG_ZERO_RE = re.compile(r"-0(?![0-9.eE])")
 
 
 def _line_col(text: str, end: int) -> tuple[int, int]:
@@ -205,11 +203,24 @@ class _DepthError(ValueError):
         self.path = path
 
 
+def _may_be_too_deep(text: str | bytes) -> bool:
+    """False when a short ``text`` has at most :data:`MAX_DEPTH` opening brackets, so no value
+    parsed from it can nest deeper (two counts in C instead of a walk over the parsed value, for
+    tool-call arguments and other small documents); True (walk) for long texts, where the walk over
+    the parsed containers is cheaper than counting every character."""
+    if len(text) > 8192:
+        return True
+    if isinstance(text, str):
+        return text.count("[") + text.count("{") > MAX_DEPTH
+    data = bytes(text) if not isinstance(text, bytes) else text
+    return data.count(b"[") + data.count(b"{") > MAX_DEPTH
+
+
 def _parse_text(text: str | bytes) -> Any:
     """Shared body of :func:`parse_json_value` / :func:`loads_request`; raises ValueError
     (also for nesting deeper than :data:`MAX_DEPTH`, as serde_json's recursion limit)."""
     value = _parse_unchecked(text)
-    if too_deep(value):
+    if _may_be_too_deep(text) and too_deep(value):
         raw = text if isinstance(text, str) else bytes(text).decode("utf-8")
         raise _DepthError(*nesting_message(value, raw))
     return value
@@ -227,6 +238,32 @@ def _not_utf8(text: bytes) -> str | None:
 
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+#: An integer ``-0`` token outside strings, searched from the start of a valid JSON text: the
+#: prefix before it is a run of non-string characters and whole string literals (possessive, so
+#: the search is one linear pass in C).
+_NEG_ZERO_TOKEN = re.compile(r'\A(?:[^"-]++|"(?:[^"\\]++|\\.)*+"|-(?!0(?![0-9.eE])))*+-0(?![0-9.eE])', re.S)
+#: A ``-0`` that is not the start of ``-0.5``, ``-01`` or ``-0e1``: an integer ``-0`` token, or the
+#: same characters inside a string (sre finds its first character with a fast scan: ~3x ``find``).
+_NEG_ZERO_CANDIDATE = re.compile(r"-0(?![0-9.eE])")
+_NEG_ZERO_CANDIDATE_BYTES = re.compile(rb"-0(?![0-9.eE])")
+
+
+def _has_neg_zero(text: str | bytes) -> bool:
+    """Whether the valid JSON ``text`` holds an integer ``-0`` token (which orjson reads as ``0``).
+
+    A candidate is looked for first (one regex search); only when one exists is the text scanned
+    for one outside strings."""
+    if isinstance(text, str):
+        if _NEG_ZERO_CANDIDATE.search(text) is None:
+            return False
+    else:
+        data = text if isinstance(text, bytes) else bytes(text)
+        if _NEG_ZERO_CANDIDATE_BYTES.search(data) is None:
+            return False
+        text = data.decode("utf-8")
+    return _NEG_ZERO_TOKEN.search(text) is not None
 
 
 def _parse_unchecked(text: str | bytes) -> Any:
@@ -247,11 +284,7 @@ def _parse_unchecked(text: str | bytes) -> Any:
             raise oor from None
         raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     # orjson reads the integer -0 as 0; deepseek-recipe keeps the sign (as a float).
-    if isinstance(text, str):
-        has_neg_zero = "-0" in text and _NEG_ZERO_RE.search(text) is not None
-    else:
-        has_neg_zero = b"-0" in text and _NEG_ZERO_RE.search(bytes(text).decode("utf-8")) is not None
-    if has_neg_zero:
+    if _has_neg_zero(text):
         if not isinstance(text, str):
             text = bytes(text).decode("utf-8")
         value = _SLOW_DECODER.decode(text)

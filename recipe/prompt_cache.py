@@ -26,9 +26,10 @@ Bounded (LRU by estimated bytes and by entries), thread-safe; one process-wide c
 from __future__ import annotations
 
 import dataclasses
+import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -89,19 +90,24 @@ class _Entry:
 
 #: Types whose ``==`` is exact once both sides have the same type.
 _EXACT = frozenset({str, int, bool, type(None), bytes})
-_FIELDS: dict[type, tuple[str, ...] | None] = {}
+#: Dataclass type -> a getter of all its field values as a tuple (None: not a dataclass).
+_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]] | None] = {}
 
 
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    names = _FIELDS.get(cls, ())
-    if names == ():
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
-    return names
+def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+    if cls not in _GETTERS:
+        names = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
+        # attrgetter of one name returns the value itself, not a 1-tuple
+        _GETTERS[cls] = (operator.attrgetter(*names) if len(names) > 1 else (lambda o, n=names[0]: (getattr(o, n),))) if names else None
+    return _GETTERS[cls]
 
 
 def _same(a: Any, b: Any) -> bool:
     """Exact equality: same types all the way down (``1``, ``1.0``, ``True`` and ``0.0``/``-0.0``
-    all differ; an unknown type is never equal)."""
+    all differ; key order counts; a value of an unknown type is never equal to another object).
+
+    A container whose values are all str/int/bool/None/bytes, with the same types on both sides,
+    is compared with one ``==`` (C speed); other containers are walked."""
     if a is b:
         return True
     t = type(a)
@@ -109,14 +115,25 @@ def _same(a: Any, b: Any) -> bool:
         return False
     if t in _EXACT:
         return a == b
-    if t is tuple or t is list:
-        return len(a) == len(b) and all(map(_same, a, b))
     if t is float:
         return a.hex() == b.hex()
-    if t is dict:
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    names = _field_names(t)
-    return names is not None and all(_same(getattr(a, n), getattr(b, n)) for n in names)
+    if t is tuple or t is list:
+        va, vb = a, b
+    elif t is dict:
+        if list(a) != list(b):
+            return False
+        va, vb = tuple(a.values()), tuple(b.values())
+    else:
+        getter = _getter(t)
+        if getter is None:
+            return False
+        va, vb = getter(a), getter(b)
+    types = tuple(map(type, va))
+    if types != tuple(map(type, vb)):
+        return False
+    if _EXACT.issuperset(types):
+        return va == vb
+    return all(map(_same, va, vb))
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,3 +197,32 @@ def test_schema_values_match_deepseek_recipe(value_text: str) -> None:
     line = dumps_prompt({"name": "f", "description": "", "parameters": params})
     assert line in r[1]
     assert r[2][1] == '[{"type":"function","function":{"name":"f","description":null,"parameters":' + dumps_compact(params) + ',"strict":null}}]'
+
+
+_minus_zero_text = st.lists(
+    st.sampled_from(["-0", "-0x", "-0)", "\\", '\\"', "\\\\", " ", "a", "1", "e", ".", "-", "0", "中"]), max_size=8
+).map("".join)
+_minus_zero_values = st.recursive(
+    st.one_of(st.just("INT_NEG_ZERO"), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), _minus_zero_text),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_minus_zero_text, inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+@given(_minus_zero_values)
+def test_integer_minus_zero_found_only_outside_strings(value: object) -> None:
+    # the JSON text with every "INT_NEG_ZERO" leaf written as the integer token -0
+    text = json.dumps(value, ensure_ascii=False).replace('"INT_NEG_ZERO"', "-0")
+    expected = json.loads(text, parse_int=lambda s: -0.0 if s == "-0" else int(s))
+    for form in (text, text.encode()):
+        got = parse_json_value(form)
+        assert json.dumps(got) == json.dumps(expected)  # the sign of zero is printed
+
+
+def test_nesting_limit_with_few_and_many_brackets() -> None:
+    deep = "[" * 128 + "]" * 128
+    with pytest.raises(ValueError, match="recursion limit"):
+        parse_json_value(deep)
+    assert parse_json_value("[" * 127 + "]" * 127) is not None
+    # many brackets inside strings do not count as nesting
+    assert parse_json_value(json.dumps(["[{" * 200, {"a": [1]}])) == ["[{" * 200, {"a": [1]}]
