@@ -1,32 +1,40 @@
 """Exact reuse of earlier prompts: the agent loop's next request costs what changed.
 
 An agent re-sends its whole history with one more round at the end. :class:`PromptCache` keeps the
-rendered prompt and token ids of recent conversations at their *checkpoints* (the points where the
-encoding guarantees that what is rendered so far can never change, whatever follows; for
-DeepSeek-V4 after each assistant turn and latest reminder), keyed by a SHA-256 digest of
+rendered prompt and token ids of recent conversations at their *checkpoints*: the points where the
+encoding guarantees that what is rendered so far can never change, whatever follows (for
+DeepSeek-V4 after each assistant turn and latest reminder, see
+:class:`~recipe.encodings.base.ResumableRender`). A request whose conversation extends a cached
+one resumes rendering at the longest matching checkpoint, takes the ids up to it from the cache and
+renders and encodes only the rest.
 
-* the encoding's name and the tokenizer's fingerprint,
-* the encoding's *render context* of the conversation (thinking, effort, tools, response format,
-  system texts for V4: everything besides the message prefix that the rendering of a prefix reads),
-* each converted message up to the checkpoint, as its class name and its JSON (orjson of the
-  frozen dataclass: every field, ``null`` distinct from ``""``).
+What is compared, and why there: the *converted* conversation, because rendering is a pure function
+of it. The request is still parsed and validated in full (errors stay exact); only the rendering
+and encoding of the unchanged prefix are skipped. A checkpoint after ``messages[:k]`` matches when
 
-A request whose converted messages extend a cached prefix resumes rendering at the longest matching
-checkpoint, takes the ids up to it from the cache and encodes only the rest. A change anywhere (an
-edited message, a dropped reasoning block, other tools, another effort or tokenizer) gives another
-digest and the exact path. Digests are taken of the *converted* conversation, because rendering is a
-pure function of it: the request is still parsed and validated in full (errors stay exact), only the
-rendering and encoding of the unchanged prefix are skipped. The ids always equal a cold ``prepare``
-(tests/test_prompt_cache.py checks it on random conversations and random edits in all three APIs).
+* the encoding name, the tokenizer fingerprint and the encoding's *render context* (V4: thinking,
+  effort, tools, response format and every system text, hoisted to the front wherever it stands)
+  are equal as canonical JSON bytes (orjson: ``1``, ``1.0`` and ``true`` differ, key order counts);
+* the first ``k`` messages are exactly equal: same classes, same field values of the same types all
+  the way down (:func:`_same`; C-speed ``==`` on the strings).
 
-Bounded (LRU by estimated bytes and by entries), thread-safe; one process-wide cache
-(:func:`default_prompt_cache`) is what ``prepare`` uses by default and what a server shares.
+Candidates are found by a hash of the context and the message prefix (Python's ``hash``, chained per
+message); the comparison above then decides, so a hash collision can only cost a miss, never wrong
+ids. A change anywhere before the end (an edited message, a dropped reasoning block, other tools,
+another effort, model or tokenizer) matches an earlier checkpoint or none, and the rest is rendered
+exactly. The ids always equal a cold ``prepare`` (tests/test_prompt_cache.py: random conversations
+and random edits in all three APIs).
+
+Bounded by estimated bytes and by entries (LRU), thread-safe (rendering and encoding run outside the
+lock); :func:`default_prompt_cache` is the process-wide one ``prepare`` uses by default and a server
+shares. :meth:`PromptCache.stats` reports its memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import operator
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -47,7 +55,7 @@ __all__ = ["PromptCache", "PromptCacheStats", "default_prompt_cache"]
 #: Estimated bytes per cached token id (a tuple slot plus, at worst, its own int object).
 BYTES_PER_TOKEN = 36
 #: Estimated bytes per cached segment (the segment object and its tuple slot), besides its text.
-BYTES_PER_SEGMENT = 72
+BYTES_PER_SEGMENT = 56
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +90,7 @@ class _Entry:
     messages: tuple[Any, ...]  # the conversation's messages (compared on a hit)
     checkpoints: tuple[Checkpoint, ...]
     tokens: tuple[int, ...]  # ids before each checkpoint
-    chars: tuple[int, ...]  # text characters before each checkpoint
+    held: tuple[int, ...]  # estimated bytes of the segments before each checkpoint
     keys: list[int] = field(default_factory=list)
     live: int = 0  # keys still pointing here
     cost: int = 0
@@ -136,6 +144,19 @@ def _same(a: Any, b: Any) -> bool:
     return all(map(_same, va, vb))
 
 
+def _deep_size(value: Any) -> int:
+    """Estimated bytes of a message object and what it holds (strings by ``sys.getsizeof``)."""
+    t = type(value)
+    if t is str:
+        return sys.getsizeof(value)
+    if t is tuple or t is list:
+        return 56 + 8 * len(value) + sum(map(_deep_size, value))
+    getter = _getter(t)
+    if getter is not None:
+        return 64 + sum(map(_deep_size, getter(value)))
+    return 32
+
+
 @dataclass(frozen=True, slots=True)
 class _Keys:
     """A conversation's lookup keys: its context and, per boundary k, a hash of ``messages[:k]``
@@ -167,16 +188,19 @@ def _lookup_keys(resumable: ResumableRender, name: str, tokenizer: Tokenizer, co
     return _Keys(context, at)
 
 
-def _chars(segments: Sequence[Segment], start: int, marks: Sequence[int]) -> tuple[int, list[int]]:
-    """Text characters in ``segments[start:]`` and before each mark (relative to ``start``)."""
+def _segment_bytes(segments: Sequence[Segment], start: int, marks: Sequence[int]) -> tuple[int, list[int]]:
+    """Estimated bytes held by ``segments[start:]`` (each: its tuple slot and object, plus its text's
+    ``sys.getsizeof``, an upper bound since template segments are shared), and the running total
+    before each mark."""
     total, at = 0, []
     it = iter(marks)
     mark = next(it, -1)
+    size = sys.getsizeof
     for i in range(start, len(segments)):
         while mark == i:
             at.append(total)
             mark = next(it, -1)
-        total += len(segments[i].text)
+        total += BYTES_PER_SEGMENT + size(segments[i].text)
     while mark >= 0:
         at.append(total)
         mark = next(it, -1)
@@ -233,18 +257,18 @@ class PromptCache:
         first = 0 if cp is None else cp.segments
         marks = [c.segments for c in checkpoints]
         tail, offsets = encode_segments(tokenizer, prompt.segments, segment_cache, marks, start=first)
-        n_chars, chars_at = _chars(prompt.segments, first, marks)
+        seg_bytes, bytes_at = _segment_bytes(prompt.segments, first, marks)
         if entry is None:
             ids = tail
-            base_chars = 0
+            base_bytes = 0
             kept: tuple[tuple[Checkpoint, ...], tuple[int, ...], tuple[int, ...]] = ((), (), ())
         else:
             ids = list(entry.ids)
             del ids[start:]
             ids += tail
-            base_chars = entry.chars[index]
-            kept = (entry.checkpoints[: index + 1], entry.tokens[: index + 1], entry.chars[: index + 1])
-        new = [(c, start + o, base_chars + a) for c, o, a in zip(checkpoints, offsets, chars_at) if o is not None and c.messages in keys.at]
+            base_bytes = entry.held[index]
+            kept = (entry.checkpoints[: index + 1], entry.tokens[: index + 1], entry.held[: index + 1])
+        new = [(c, start + o, base_bytes + a) for c, o, a in zip(checkpoints, offsets, bytes_at) if o is not None and c.messages in keys.at]
         if kept[0] or new:
             stored = _Entry(
                 prompt,
@@ -255,9 +279,8 @@ class PromptCache:
                 kept[1] + tuple(o for _, o, _ in new),
                 kept[2] + tuple(a for _, _, a in new),
             )
-            stored.cost = (
-                BYTES_PER_TOKEN * len(ids) + BYTES_PER_SEGMENT * len(prompt.segments) + base_chars + n_chars + len(keys.context)
-            )
+            stored.cost = (BYTES_PER_TOKEN * len(ids) + base_bytes + seg_bytes + len(keys.context)
+                           + _deep_size(conversation.messages))
             self._store(stored, keys)
         return prompt, ids
 
