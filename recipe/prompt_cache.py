@@ -90,7 +90,7 @@ class _Entry:
     messages: tuple[Any, ...]  # the conversation's messages (compared on a hit)
     checkpoints: tuple[Checkpoint, ...]
     tokens: tuple[int, ...]  # ids before each checkpoint
-    held: tuple[int, ...]  # estimated bytes of the segments before each checkpoint
+    held: tuple[int, ...]  # estimated bytes of the segments and messages before each checkpoint
     keys: list[int] = field(default_factory=list)
     live: int = 0  # keys still pointing here
     cost: int = 0
@@ -207,6 +207,60 @@ def _segment_bytes(segments: Sequence[Segment], start: int, marks: Sequence[int]
     return total, at
 
 
+def _encode(
+    conversation: Conversation,
+    prompt: Prompt,
+    checkpoints: tuple[Checkpoint, ...],
+    found: tuple[_Entry, int] | None,
+    keys: _Keys,
+    tokenizer: Tokenizer,
+    segment_cache: SegmentCache | None,
+) -> tuple[list[int], _Entry | None]:
+    """The ids of ``prompt`` (the cached ones up to the resumed checkpoint, the rest encoded) and the
+    entry to cache: the checkpoints kept from the resumed entry plus the new ones that fall on a
+    token boundary and a boundary of the conversation (None when there are none)."""
+    if found is None:
+        entry, index, start, cp = None, -1, 0, None
+    else:
+        entry, index = found
+        cp, start = entry.checkpoints[index], entry.tokens[index]
+    first_segment = 0 if cp is None else cp.segments
+    first_message = 0 if cp is None else cp.messages
+    marks = [c.segments for c in checkpoints]
+    tail, offsets = encode_segments(tokenizer, prompt.segments, segment_cache, marks, start=first_segment)
+    seg_bytes, bytes_at = _segment_bytes(prompt.segments, first_segment, marks)
+    msg_at = [0]
+    for size in map(_deep_size, conversation.messages[first_message:]):
+        msg_at.append(msg_at[-1] + size)
+    if entry is None:
+        ids, base_bytes = tail, 0
+        kept: tuple[tuple[Checkpoint, ...], tuple[int, ...], tuple[int, ...]] = ((), (), ())
+    else:
+        ids = list(entry.ids)
+        del ids[start:]
+        ids += tail
+        base_bytes = entry.held[index]
+        kept = (entry.checkpoints[: index + 1], entry.tokens[: index + 1], entry.held[: index + 1])
+    new = [
+        (c, start + o, base_bytes + a + msg_at[c.messages - first_message])
+        for c, o, a in zip(checkpoints, offsets, bytes_at)
+        if o is not None and c.messages in keys.at
+    ]
+    if not kept[0] and not new:
+        return ids, None
+    stored = _Entry(
+        prompt,
+        tuple(ids),
+        keys.context,
+        conversation.messages,
+        kept[0] + tuple(c for c, _, _ in new),
+        kept[1] + tuple(o for _, o, _ in new),
+        kept[2] + tuple(a for _, _, a in new),
+    )
+    stored.cost = BYTES_PER_TOKEN * len(ids) + base_bytes + seg_bytes + msg_at[-1] + len(keys.context)
+    return ids, stored
+
+
 class PromptCache:
     """Earlier prompts' segments and token ids at their checkpoints, for exact reuse (module docstring).
 
@@ -242,46 +296,15 @@ class PromptCache:
         """
         resumable = encoding.resumable
         keys = None if resumable is None else _lookup_keys(resumable, encoding.name, tokenizer, conversation)
-        if keys is None:
+        if resumable is None or keys is None:
             prompt = encoding.render(conversation)
             return prompt, encode_segments(tokenizer, prompt.segments, segment_cache)[0]
-        assert resumable is not None
         found = self._find(keys, conversation.messages)
-        if found is None:
-            entry, index, start, cp = None, -1, 0, None
-            prompt, checkpoints = resumable.render(conversation, None)
-        else:
-            entry, index = found
-            cp, start = entry.checkpoints[index], entry.tokens[index]
-            prompt, checkpoints = resumable.render(conversation, (entry.prompt, cp))
-        first = 0 if cp is None else cp.segments
-        marks = [c.segments for c in checkpoints]
-        tail, offsets = encode_segments(tokenizer, prompt.segments, segment_cache, marks, start=first)
-        seg_bytes, bytes_at = _segment_bytes(prompt.segments, first, marks)
-        if entry is None:
-            ids = tail
-            base_bytes = 0
-            kept: tuple[tuple[Checkpoint, ...], tuple[int, ...], tuple[int, ...]] = ((), (), ())
-        else:
-            ids = list(entry.ids)
-            del ids[start:]
-            ids += tail
-            base_bytes = entry.held[index]
-            kept = (entry.checkpoints[: index + 1], entry.tokens[: index + 1], entry.held[: index + 1])
-        new = [(c, start + o, base_bytes + a) for c, o, a in zip(checkpoints, offsets, bytes_at) if o is not None and c.messages in keys.at]
-        if kept[0] or new:
-            stored = _Entry(
-                prompt,
-                tuple(ids),
-                keys.context,
-                conversation.messages,
-                kept[0] + tuple(c for c, _, _ in new),
-                kept[1] + tuple(o for _, o, _ in new),
-                kept[2] + tuple(a for _, _, a in new),
-            )
-            stored.cost = (BYTES_PER_TOKEN * len(ids) + base_bytes + seg_bytes + len(keys.context)
-                           + _deep_size(conversation.messages))
-            self._store(stored, keys)
+        resume = None if found is None else (found[0].prompt, found[0].checkpoints[found[1]])
+        prompt, checkpoints = resumable.render(conversation, resume)
+        ids, entry = _encode(conversation, prompt, checkpoints, found, keys, tokenizer, segment_cache)
+        if entry is not None:
+            self._store(entry, keys)
         return prompt, ids
 
     def _find(self, keys: _Keys, messages: tuple[Any, ...]) -> tuple[_Entry, int] | None:
