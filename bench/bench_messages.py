@@ -1,14 +1,15 @@
 """Anthropic Messages request -> prompt token ids, recipe vs deepseek-recipe 0.2.0, measured in the same run.
 
-    python bench/bench_messages.py            # both cases
-    python bench/bench_messages.py --quick    # fewer repetitions
+    python bench/bench_messages.py               # both cases, 9 rounds
+    python bench/bench_messages.py --rounds 3    # fewer rounds
 
 Cases: (a) a short request (system + one user turn); (b) the long agentic conversation of
 ``bench_encode.py`` (55 assistant turns with thinking, tool_use and tool_result blocks, ~100k
-prompt tokens), cold (no segment cache). recipe runs parse -> convert -> render -> encode;
-deepseek-recipe runs ``MessagesRequest(body).convert(options)`` -> ``encode``. Each case checks
-both give identical token ids, then prints medians and the ratio (deepseek-recipe time / recipe
-time: > 1 means recipe is faster).
+prompt tokens), cold. recipe runs ``recipe.prepare(body, "messages")`` without segment or prompt
+cache; deepseek-recipe runs ``MessagesRequest(body).convert(options)`` -> ``encode``. Each case checks
+both give identical token ids, then times both sides back to back in each round and prints median
+[min–max] over the rounds of each time and of the ratio (deepseek-recipe time / recipe time: > 1
+means recipe is faster).
 """
 
 from __future__ import annotations
@@ -23,13 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import anchor  # noqa: E402
 from gen import agentic_request, short_request  # noqa: E402
-from timing import median_seconds as _median  # noqa: E402
+from timing import interleaved, print_rows  # noqa: E402
 
-from recipe.api.messages import messages_to_conversation, parse_messages_request  # noqa: E402
-from recipe.encodings.deepseek_v4.render import render  # noqa: E402
-from recipe.options import DEFAULT_OPTIONS  # noqa: E402
-from recipe.prompt import encode_prompt  # noqa: E402
-from recipe.tokenizer import load_tokenizer  # noqa: E402
+import recipe  # noqa: E402
+
 
 
 def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
@@ -71,30 +69,22 @@ def to_messages(chat: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _ours(tok):
-    def run(body: str) -> list[int]:
-        conv = messages_to_conversation(parse_messages_request(body), DEFAULT_OPTIONS)
-        return encode_prompt(tok, render(conv))
-
-    return run
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args()
-    n_short, n_long = (300, 5) if args.quick else (2000, 15)
-    ours, theirs = _ours(load_tokenizer()), anchor.encoder("MessagesRequest")
+    theirs = anchor.encoder("MessagesRequest")
+
+    def ours(body: str) -> list[int]:
+        return recipe.prepare(body, "messages", cache=None, prompt_cache=None).token_ids
+
     rows = []
-    for name, chat, n in (("(a) short Messages request", short_request(), n_short), ("(b) long agentic, cold", agentic_request(), n_long)):
+    for name, chat, calls in (("(a) short Messages request", short_request(), 100), ("(b) long agentic, cold", agentic_request(), 1)):
         body = json.dumps(to_messages(chat))
         ids = ours(body)
         assert ids == theirs(body), name
-        rows.append((f"{name} ({len(ids)} tokens)", _median(lambda: ours(body), n), _median(lambda: theirs(body), n)))
-    print(f"{'case':44} {'recipe':>12} {'deepseek-recipe':>16} {'ratio':>8}")
-    for name, us, them in rows:
-        print(f"{name:44} {us * 1e3:9.3f} ms {them * 1e3:13.3f} ms {them / us:7.2f}x")
-    print(f"medians of {n_short} (a) / {n_long} (b) runs; ids identical in every case")
+        rows.append(interleaved(f"{name} ({len(ids)} tokens)", lambda: ours(body), lambda: theirs(body), args.rounds, calls))
+    print_rows(rows, f"{args.rounds} rounds, sides back to back; median [min–max] (ms, and theirs/ours); ids identical")
 
 
 if __name__ == "__main__":

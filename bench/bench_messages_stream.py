@@ -32,7 +32,7 @@ def request(thinking: bool, tools: bool) -> dict:
 
 BENCH = StreamBench(
     api="messages", request=request, response_id="msg_x", anchor_request="MessagesRequest",
-    anchor_frame=frame_events, block_name="block20k", interleaved=True,
+    anchor_frame=frame_events, block_name="block20k",
     note="(tools: theirs stops parsing after the first tool block; block20k: argument fragments differ in "
          "granularity, docs/streaming.md)",
 )

@@ -1,14 +1,15 @@
 """Responses request -> Conversation -> prompt token ids, recipe vs deepseek-recipe 0.2.0, same run.
 
-    python bench/bench_responses.py            # both cases
-    python bench/bench_responses.py --quick    # fewer repetitions
+    python bench/bench_responses.py               # both cases, 9 rounds
+    python bench/bench_responses.py --rounds 3    # fewer rounds
 
 Cases: (a) a short Responses request (instructions + string input); (b) the long agentic
 conversation of bench/gen.py (55 assistant turns with reasoning items, function calls and outputs,
 10 tools, ~100k prompt tokens) written as Responses input items. For each case it checks that both
-libraries give identical token ids, then prints medians of the request conversion alone
-(parse + convert) and of the whole way to token ids (no segment cache), and the ratio
-deepseek-recipe time / recipe time (> 1 means recipe is faster).
+libraries give identical token ids, then times the request conversion alone (parse + convert) and
+the whole way to token ids (``recipe.prepare(body, "responses")`` with no segment or prompt cache),
+both sides back to back in each round, and prints median [min–max] over the rounds of each time and
+of the ratio deepseek-recipe time / recipe time (> 1 means recipe is faster).
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import anchor  # noqa: E402
 from gen import agentic_request  # noqa: E402
-from timing import median_seconds as _median  # noqa: E402
+from timing import interleaved, print_rows  # noqa: E402
+
+import recipe  # noqa: E402
 
 from recipe.api.responses import parse_responses_request, responses_to_conversation  # noqa: E402
-from recipe.encodings.deepseek_v4.render import render  # noqa: E402
 from recipe.options import DEFAULT_OPTIONS  # noqa: E402
-from recipe.prompt import encode_prompt  # noqa: E402
-from recipe.tokenizer import load_tokenizer  # noqa: E402
 
 
 def short_request() -> dict[str, Any]:
@@ -61,16 +61,15 @@ def agentic_responses_request() -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args()
     dr, opts, enc = anchor.dr, anchor.options(), anchor.encoding()
-    tok = load_tokenizer()
 
     def ours_convert(body: str):
         return responses_to_conversation(parse_responses_request(body), DEFAULT_OPTIONS)
 
     def ours_ids(body: str) -> list[int]:
-        return encode_prompt(tok, render(ours_convert(body)), None)
+        return recipe.prepare(body, "responses", cache=None, prompt_cache=None).token_ids
 
     def theirs_convert(body: str):
         return dr.ResponsesRequest(body).convert(opts)
@@ -78,16 +77,15 @@ def main() -> None:
     def theirs_ids(body: str) -> list[int]:
         return list(enc.encode(theirs_convert(body).conversation))
 
-    for name, body, n in (("short", short_request(), 400), ("agentic", agentic_responses_request(), 10)):
-        n = max(3, n // 5) if args.quick else n
+    rows = []
+    for name, body, calls in (("short", short_request(), 100), ("agentic", agentic_responses_request(), 1)):
         text = json.dumps(body, ensure_ascii=False)
         ids = ours_ids(text)
         assert ids == theirs_ids(text), f"{name}: token ids differ"
-        print(f"({name}) {len(ids)} prompt tokens, median of {n}")
         for label, mine, theirs in (("parse+convert", ours_convert, theirs_convert), ("to token ids", ours_ids, theirs_ids)):
-            a = _median(lambda: mine(text), n)
-            b = _median(lambda: theirs(text), n)
-            print(f"  {label:14s} recipe {a * 1e3:9.3f} ms   deepseek-recipe {b * 1e3:9.3f} ms   ratio {b / a:6.2f}")
+            rows.append(interleaved(f"({name}, {len(ids)} tokens) {label}", lambda: mine(text), lambda: theirs(text),
+                                    args.rounds, calls))
+    print_rows(rows, f"{args.rounds} rounds, sides back to back; median [min–max] (ms, and theirs/ours)")
 
 
 if __name__ == "__main__":

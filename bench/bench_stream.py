@@ -4,12 +4,15 @@ Run: ``python bench/bench_stream.py [--reps N]``. Same token ids for both; two o
 
 * ``think20k``: thinking mode, 15k reasoning tokens, ``</think>``, 5k answer tokens;
 * ``tools``: non-thinking, tools declared, ~20k tokens of rounds of prose + a DSML block of 2-4
-  parallel calls (string and non-string parameters, Windows paths, shell quoting, code);
+  parallel calls (string and non-string parameters, Windows paths, shell quoting, code); the anchor
+  stops after the first block, so this row compares unequal work;
+* ``oneblock``: one sentence and ONE block of parallel calls (~20k ids), parsed whole by both;
 
-each fed one id per push and all at once (ours and the anchor alternate, so load changes hit
-both). Prints medians (push, finish, tokens/s) with [min-max] ranges, the ratio ours/theirs of
-the medians and of the fastest runs (> 1 means faster), then our per-token cost at 1k, 10k and
-100k tokens for both outputs and a degenerate newline run (flat = linear). Pin it
+each fed one id per push and all at once. Each round runs ours and the anchor back to back
+(alternating which goes first); the table prints median [min–max] over the rounds of both times
+and of the per-round ratio anchor/ours (> 1 means faster; target 2 on the equal-work rows), then
+our per-token cost at 1k, 10k and 100k tokens for both outputs and a degenerate newline run
+(flat = linear). ``--json FILE`` also writes the rows (bench/report.py). Pin it
 (``taskset -c 0``) on a shared machine. deepseek-recipe (the anchor) is optional: without it
 only our numbers are printed.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -27,6 +31,7 @@ from anchor import dr
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.output import OutputParser
 from recipe.tokenizer import load_tokenizer
+from timing import Row, span
 
 WORDS = ["the", "model", "considers", "each", "option", "carefully,", "weighing", "3", "trade-offs;", "then", "it", "writes", "code:", "def", "f(x):", "return", "x", "*", "2", "#", "中文", "测试", "ünïcödé", "and", "a", "few", "more", "words", "to", "vary", "the", "text"]
 
@@ -162,7 +167,9 @@ def run_anchor(ctx, ids, per_token: bool) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON (bench/report.py)")
+    ap.add_argument("--no-scaling", action="store_true", help="skip the per-token cost at 1k/10k/100k tokens")
     args = ap.parse_args()
     tok = load_tokenizer()
     think_opts = ParsingOptions(thinking_stage="reasoning")
@@ -170,37 +177,46 @@ def main() -> None:
     cases = {
         "think20k": (think_ids(tok), think_opts, (True, False)),
         "tools": (tool_ids(tok), tool_opts, (False, True)),
+        "oneblock": (one_block_ids(tok), tool_opts, (False, True)),
     }
     dtok = anchor.tokenizer() if dr else None
     if dr:
         ropts = anchor.options()
-    print(f"{len(cases['tools'][0])} ids in 'tools', {len(cases['think20k'][0])} in 'think20k'; medians of {args.reps}, "
-          "ours and anchor runs interleaved; [min-max] over the reps; ratio = ours/anchor of the medians, "
-          "best = of the fastest runs")
-    print(f"{'case':10} {'mode':7} {'ours push':>10} {'finish':>9} {'ours tok/s':>20} {'anchor tok/s':>20} {'ratio':>6} "
-          f"{'best':>5}")
+    print(f"{', '.join(f'{len(v[0])} ids in {k!r}' for k, v in cases.items())}; {args.reps} rounds, ours and the "
+          "anchor back to back in each (alternating which goes first); median [min–max] over the rounds; "
+          "ratio = anchor time / ours per round (> 1: we are faster)")
+    print(f"{'case':10} {'mode':6} {'ours ms':>22} {'ours tok/s':>10} {'anchor ms':>22} {'ratio':>20}")
+    rows = []
     for name, (ids, opts, (thinking, tools)) in cases.items():
         for per_token in (True, False):
-            ours, theirs = [], []
             ctx = None
             if dr:
                 req = dr.ChatCompletionRequest(_anchor_request(thinking, tools))
                 ctx = (req, req.convert(ropts), dtok)
-            for _ in range(args.reps):  # interleaved, so load changes hit both sides alike
-                ours.append(run_ours(tok, opts, ids, per_token))
+            row = Row(f"{name} {'one' if per_token else 'all'}", target=2.0 if name != "tools" else None)
+            ours_only = []
+            for r in range(args.reps):
+                if ctx and r % 2:
+                    t = sum(run_anchor(ctx, ids, per_token))
+                o = sum(run_ours(tok, opts, ids, per_token))
+                if ctx and not r % 2:
+                    t = sum(run_anchor(ctx, ids, per_token))
                 if ctx:
-                    theirs.append(run_anchor(ctx, ids, per_token))
-            push_s, fin_s = _median([a for a, _ in ours]), _median([b for _, b in ours])
-            rates = [len(ids) / (a + b) for a, b in ours]
-            our_rate = len(ids) / _median([a + b for a, b in ours])
-            line = (f"{name:10} {'1/push' if per_token else 'all':7} {push_s * 1e3:8.2f}ms {fin_s * 1e3:7.3f}ms "
-                    f"{our_rate / 1e3:6.0f}k [{min(rates) / 1e3:4.0f}-{max(rates) / 1e3:4.0f}k]")
-            if theirs:
-                trates = [len(ids) / (a + b) for a, b in theirs]
-                their_rate = len(ids) / _median([a + b for a, b in theirs])
-                line += (f" {their_rate / 1e3:6.0f}k [{min(trates) / 1e3:4.0f}-{max(trates) / 1e3:4.0f}k] "
-                         f"{our_rate / their_rate:6.2f} {max(rates) / max(trates):5.2f}")
-            print(line)
+                    row.add(o, t)
+                ours_only.append(o)
+            line = (f"{name:10} {'1/push' if per_token else 'all':6} {span(ours_only, 1e3):>22} "
+                    f"{len(ids) / _median(ours_only) / 1e3:9.0f}k")
+            if ctx:
+                line += f" {span(row.theirs, 1e3):>22} {span(row.ratios):>20}" + ("" if name != "tools" else "  (unequal work)")
+                rows.append({**row.as_dict(), "output": name, "push": "one" if per_token else "all", "tokens": len(ids),
+                             "equal_work": name != "tools"})
+            print(line, flush=True)
+    print("tools: the anchor stops after the first tool block (unequal work); oneblock: one block, parsed whole by both")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"api": "parser", "rounds": args.reps, "load": os.getloadavg(), "rows": rows}, f, indent=1)
+    if args.no_scaling:
+        return
     print("\nper-token cost, one id per push, ours (outputs scaled; flat = linear):")
     for n in (1_000, 10_000, 100_000):
         think = think_ids(tok, reasoning=n * 3 // 4, answer=n - n * 3 // 4)

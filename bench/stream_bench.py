@@ -4,15 +4,16 @@ deepseek-recipe (``StreamProcessor`` + the API's chunk generator + ``to_json`` +
 on the token ids of bench/bench_stream.py, fed one id per push and all at once.
 
 A script describes its API with a :class:`StreamBench` and calls :func:`main`; the table it prints
-has one row per (output, push mode): medians (ms, tokens/s), SSE bytes and the ratio theirs/ours
-(> 1 means we are faster). deepseek-recipe (the anchor) is optional: without it only our numbers are
+has one row per (output, push mode): ours and theirs in ms, SSE bytes and the ratio theirs/ours
+(> 1 means we are faster), each as median [min–max] over rounds that run both sides back to back. deepseek-recipe (the anchor) is optional: without it only our numbers are
 printed.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 import anchor
 from anchor import dr
 from bench_stream import one_block_ids, think_ids, tool_ids
+from timing import Row, span
 
 from recipe.output.driver import CompletionStream
 from recipe.pipeline import prepare
@@ -56,7 +58,6 @@ class StreamBench:
         anchor_trailer: bytes the anchor's stream ends with beyond its chunks (Chat ``data: [DONE]``).
         anchor_echo: the anchor's chunk generator echoes the request (Responses: ``with_echo``).
         block_name: the row name of bench_stream.one_block_ids's output.
-        interleaved: ours and the anchor's runs alternate (else all of ours, then all of theirs).
         note: the table's footer after ``medians of N runs; bytes = SSE bytes produced``.
     """
 
@@ -68,7 +69,6 @@ class StreamBench:
     anchor_trailer: bytes = b""
     anchor_echo: bool = False
     block_name: str = "oneblock"
-    interleaved: bool = False
     note: str = ""
 
 
@@ -118,42 +118,59 @@ def run_theirs(spec: StreamBench, tok: Any, body: dict, ids: list[int], per_toke
 
 def _runs(spec: StreamBench, reps: int, prep: Any, dtok: Any, body: dict, ids: list[int],
           per_token: bool) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+    """``reps`` rounds, each running ours and the anchor back to back (alternating which goes
+    first), so load changes on the shared machine hit both sides of a round alike."""
     ours: list[tuple[float, int]] = []
     theirs: list[tuple[float, int]] = []
-    if spec.interleaved:
-        for _ in range(reps):  # interleaved, so both sides see the same machine load
-            ours.append(run_ours(spec, prep, ids, per_token))
-            if dr is not None:
-                theirs.append(run_theirs(spec, dtok, body, ids, per_token))
-    else:
-        ours = [run_ours(spec, prep, ids, per_token) for _ in range(reps)]
-        if dr is not None:
-            theirs = [run_theirs(spec, dtok, body, ids, per_token) for _ in range(reps)]
+    for r in range(reps):
+        if dr is not None and r % 2:
+            theirs.append(run_theirs(spec, dtok, body, ids, per_token))
+        ours.append(run_ours(spec, prep, ids, per_token))
+        if dr is not None and not r % 2:
+            theirs.append(run_theirs(spec, dtok, body, ids, per_token))
     return ours, theirs
 
 
+#: Rows that compare equal work (the anchor parses all of the output); the ``tools`` rows do not.
+def equal_work(name: str) -> bool:
+    """Whether both sides parse the whole output of row ``name`` (deepseek-recipe stops after the
+    first tool block, so the multi-block ``tools`` rows compare unequal work)."""
+    return name != "tools"
+
+
 def main(spec: StreamBench, doc: str) -> None:
-    """The command line (``[--reps N]``, default 5; ``doc``'s first line is its description) and the table."""
+    """The command line (``[--reps N] [--json FILE]``, default 9 rounds; ``doc``'s first line is its
+    description) and the table: per row, ours and theirs in ms and the ratio theirs/ours, each as
+    median [min–max] over the rounds."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON (bench/report.py)")
     args = ap.parse_args()
     tok = load_tokenizer()
     dtok = anchor.tokenizer() if dr else None
     outputs = {"think20k": (spec.request(True, False), think_ids(tok)), "tools": (spec.request(False, True), tool_ids(tok)),
                spec.block_name: (spec.request(False, True), one_block_ids(tok))}
-    print(f"{'output':9} {'push':4} {'tokens':>6} | {'ours ms':>8} {'tok/s':>9} {'bytes':>8} | "
-          f"{'theirs ms':>9} {'tok/s':>9} {'bytes':>8} | {'theirs/ours':>11}")
+    print(f"{'output':9} {'push':4} {'tokens':>6} | {'ours ms':>22} {'bytes':>8} | {'theirs ms':>22} {'bytes':>8} | "
+          f"{'theirs/ours':>20}")
+    rows = []
     for name, (body, ids) in outputs.items():
         prep = prepare(body, spec.api)
         for per_token in (True, False):
             ours, theirs = _runs(spec, args.reps, prep, dtok, body, ids, per_token)
-            o_ms = statistics.median(t for t, _ in ours) * 1e3
-            line = (f"{name:9} {'one' if per_token else 'all':4} {len(ids):6} | {o_ms:8.1f} "
-                    f"{len(ids) / o_ms * 1e3:9.0f} {ours[0][1]:8} | ")
+            row = Row(f"{name} {'one' if per_token else 'all'}", target=2.0 if equal_work(name) else None)
+            line = f"{name:9} {'one' if per_token else 'all':4} {len(ids):6} | "
             if dr is not None:
-                t_ms = statistics.median(t for t, _ in theirs) * 1e3
-                line += f"{t_ms:9.1f} {len(ids) / t_ms * 1e3:9.0f} {theirs[0][1]:8} | {t_ms / o_ms:11.2f}"
+                for (o, _), (t, _) in zip(ours, theirs):
+                    row.add(o, t)
+                line += (f"{span(row.ours, 1e3, 1):>22} {ours[0][1]:8} | {span(row.theirs, 1e3, 1):>22} {theirs[0][1]:8} | "
+                         f"{span(row.ratios):>20}{'' if equal_work(name) else '  (unequal work)'}")
             else:
-                line += "(deepseek-recipe not installed)"
+                line += f"{span([t for t, _ in ours], 1e3, 1):>22} {ours[0][1]:8} | (deepseek-recipe not installed)"
+            rows.append({**row.as_dict(), "output": name, "push": "one" if per_token else "all", "tokens": len(ids),
+                         "ours_bytes": ours[0][1], "theirs_bytes": theirs[0][1] if theirs else None,
+                         "equal_work": equal_work(name)} if dr is not None else {"output": name})
             print(line, flush=True)
-    print(f"medians of {args.reps} runs; bytes = SSE bytes produced {spec.note}")
+    print(f"{args.reps} rounds, sides interleaved; median [min–max]; bytes = SSE bytes produced {spec.note}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"api": spec.api, "rounds": args.reps, "load": os.getloadavg(), "rows": rows}, f, indent=1)

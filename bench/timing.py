@@ -83,3 +83,19 @@ def print_rows(rows: Sequence[Row], title: str = "") -> None:
         digits = 3 if min(row.ours) < 1e-3 else 1
         print(f"  {row.name:44} {span(row.ours, 1e3, digits):>26} {span(row.theirs, 1e3, digits):>28} "
               f"{span(row.ratios, 1, 2):>24}  {target} {verdict}")
+
+
+def interleaved(name: str, ours: Callable[[], object], theirs: Callable[[], object], rounds: int,
+                calls: int = 1, target: float | None = None) -> Row:
+    """A :class:`Row` of ``rounds`` rounds; each round times ``calls`` calls of each side (their
+    median), back to back, alternating which side goes first."""
+    row = Row(name, target)
+    for r in range(rounds):
+        if r % 2:
+            t = statistics.median(times(theirs, calls))
+            o = statistics.median(times(ours, calls))
+        else:
+            o = statistics.median(times(ours, calls))
+            t = statistics.median(times(theirs, calls))
+        row.add(o, t)
+    return row
