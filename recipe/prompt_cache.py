@@ -33,6 +33,7 @@ shares. :meth:`PromptCache.stats` reports its memory.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
 import sys
 import threading
@@ -191,20 +192,13 @@ def _lookup_keys(resumable: ResumableRender, name: str, tokenizer: Tokenizer, co
 def _segment_bytes(segments: Sequence[Segment], start: int, marks: Sequence[int]) -> tuple[int, list[int]]:
     """Estimated bytes held by ``segments[start:]`` (each: its tuple slot and object, plus its text's
     ``sys.getsizeof``, an upper bound since template segments are shared), and the running total
-    before each mark."""
-    total, at = 0, []
-    it = iter(marks)
-    mark = next(it, -1)
-    size = sys.getsizeof
-    for i in range(start, len(segments)):
-        while mark == i:
-            at.append(total)
-            mark = next(it, -1)
-        total += BYTES_PER_SEGMENT + size(segments[i].text)
-    while mark >= 0:
-        at.append(total)
-        mark = next(it, -1)
-    return total, at
+    before each mark (marks are segment indices ``>= start``). One C-level pass."""
+    running = [0, *itertools.accumulate(map(sys.getsizeof, map(_TEXT, itertools.islice(segments, start, None))))]
+    n = len(running) - 1
+    return running[n] + BYTES_PER_SEGMENT * n, [running[m - start] + BYTES_PER_SEGMENT * (m - start) for m in marks]
+
+
+_TEXT = operator.attrgetter("text")
 
 
 def _encode(
