@@ -129,7 +129,7 @@ def _same(a: Any, b: Any) -> bool:
     if t is tuple or t is list:
         va, vb = a, b
     elif t is dict:
-        if list(a) != list(b):
+        if list(a) != list(b) or tuple(map(type, a)) != tuple(map(type, b)):
             return False
         va, vb = tuple(a.values()), tuple(b.values())
     else:
@@ -158,6 +158,25 @@ def _deep_size(value: Any) -> int:
     return 32
 
 
+def _dataclass_fields(obj: Any) -> dict[str, Any]:
+    """orjson ``default``: a dataclass as its class name and *every* field (orjson's own
+    serialisation skips fields whose names start with ``_``); anything else is refused."""
+    getter = _getter(type(obj))
+    if getter is None:
+        raise TypeError(f"{type(obj).__name__} is not part of a render context")
+    names = [f.name for f in dataclasses.fields(obj)]
+    return {"__class__": type(obj).__qualname__, **dict(zip(names, getter(obj)))}
+
+
+_CANONICAL = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _canonical(value: Any) -> bytes:
+    """JSON bytes of a render context: dataclasses with every field and their class name; str,
+    int, dict and list subclasses, datetimes and other objects refused (``TypeError``)."""
+    return orjson.dumps(value, default=_dataclass_fields, option=_CANONICAL)
+
+
 @dataclass(frozen=True, slots=True)
 class _Keys:
     """A conversation's lookup keys: its context and, per boundary k, a hash of ``messages[:k]``
@@ -174,7 +193,7 @@ def _lookup_keys(resumable: ResumableRender, name: str, tokenizer: Tokenizer, co
     if not boundaries:
         return None
     try:
-        context = b"\0".join((name.encode(), tokenizer.fingerprint.encode(), orjson.dumps(resumable.context(conversation))))
+        context = b"\0".join((name.encode(), tokenizer.fingerprint.encode(), _canonical(resumable.context(conversation))))
         h = hash(context)
         at: dict[int, int] = {}
         messages = conversation.messages

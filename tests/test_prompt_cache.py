@@ -5,6 +5,8 @@ positions, in all three APIs — plus hits, bounds, memory accounting and thread
 from __future__ import annotations
 
 import copy
+import dataclasses
+import datetime
 import json
 import threading
 from typing import Any
@@ -17,7 +19,7 @@ from messages_strategies import messages_requests
 from recipe.conversation import AssistantMessage, SystemMessage, ToolCall, UserMessage
 from recipe.errors import RequestError
 from recipe.pipeline import prepare
-from recipe.prompt_cache import PromptCache, _same, default_prompt_cache
+from recipe.prompt_cache import PromptCache, _canonical, _same, default_prompt_cache
 from responses_strategies import responses_requests
 from strategies import chat_requests, text
 
@@ -267,6 +269,9 @@ def test_threads_share_one_cache():
         (1, 1.0, False),
         (0.0, -0.0, False),
         ({"a": 1, "b": 2}, {"b": 2, "a": 1}, False),  # key order is printed
+        ({1: "x"}, {True: "x"}, False),
+        ({"a": [1, {"b": None}]}, {"a": [1, {"b": None}]}, True),
+        (float("nan"), float("nan"), True),  # printed alike (null)
         ([1, [2]], [1, [2]], True),
         (None, "", False),
         (UserMessage("x"), SystemMessage("x"), False),
@@ -277,3 +282,19 @@ def test_threads_share_one_cache():
 )
 def test_same_is_exact(a, b, same):
     assert _same(a, b) is same
+
+
+def test_render_context_json_has_every_field_and_refuses_foreign_values():
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Hidden:
+        name: str
+        _private: int  # orjson alone would leave this out
+
+    assert _canonical(Hidden("a", 1)) != _canonical(Hidden("a", 2))
+
+    class Sub(str):
+        pass
+
+    for foreign in (Sub("x"), datetime.date(2020, 1, 1), object()):
+        with pytest.raises(TypeError):
+            _canonical([foreign])
