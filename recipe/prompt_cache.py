@@ -86,7 +86,7 @@ class PromptCacheStats:
 @dataclass(eq=False, slots=True)
 class _Entry:
     prompt: Prompt
-    ids: tuple[int, ...]
+    ids: tuple[tuple[tuple[int, ...], int], ...]  # the prompt's ids: the first n of each tuple, in order
     context: bytes  # the render context as JSON, with the encoding and tokenizer names
     messages: tuple[Any, ...]  # the conversation's messages (compared on a hit)
     checkpoints: tuple[Checkpoint, ...]
@@ -220,6 +220,34 @@ def _segment_bytes(segments: Sequence[Segment], start: int, marks: Sequence[int]
 _TEXT = operator.attrgetter("text")
 
 
+#: Parts an entry's ids may be split into before they are joined into one tuple again.
+_MAX_PARTS = 8
+
+
+def _prefix(parts: tuple[tuple[tuple[int, ...], int], ...], n: int) -> tuple[list[int], tuple[tuple[tuple[int, ...], int], ...]]:
+    """The first ``n`` ids of an entry (a new list), and the parts that hold them.
+
+    An entry keeps its ids as parts shared with the entry it was resumed from (the earlier prompt's
+    tuple, then each request's new ids), so an agent loop never copies its whole history into a new
+    tuple (which the garbage collector would also walk once): it joins them every :data:`_MAX_PARTS`
+    requests."""
+    ids: list[int] = []
+    kept = []
+    for t, size in parts:
+        if n <= 0:
+            break
+        take = min(size, n)
+        if take == len(t):
+            ids += t
+        else:
+            before = len(ids)
+            ids += t
+            del ids[before + take :]
+        kept.append((t, take))
+        n -= take
+    return ids, tuple(kept)
+
+
 def _encode(
     conversation: Conversation,
     prompt: Prompt,
@@ -248,12 +276,13 @@ def _encode(
     if entry is None:
         ids, base_bytes = tail, 0
         kept: tuple[tuple[Checkpoint, ...], tuple[int, ...], tuple[int, ...]] = ((), (), ())
+        parts: tuple[tuple[tuple[int, ...], int], ...] = ((tuple(tail), len(tail)),)
     else:
-        ids = list(entry.ids)
-        del ids[start:]
+        ids, parts = _prefix(entry.ids, start)
         ids += tail
         base_bytes = entry.held[index]
         kept = (entry.checkpoints[: index + 1], entry.tokens[: index + 1], entry.held[: index + 1])
+        parts = ((tuple(ids), len(ids)),) if len(parts) >= _MAX_PARTS else (*parts, (tuple(tail), len(tail)))
     new = [
         (c, start + o, base_bytes + a + msg_at[c.messages - first_message])
         for c, o, a in zip(checkpoints, offsets, bytes_at)
@@ -263,7 +292,7 @@ def _encode(
         return ids, None
     stored = _Entry(
         prompt,
-        tuple(ids),
+        parts,
         keys.context,
         conversation.messages,
         kept[0] + tuple(c for c, _, _ in new),

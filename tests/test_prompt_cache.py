@@ -160,6 +160,15 @@ def test_the_next_agent_turn_reuses_all_but_the_last_round():
     assert stats.entries == 1  # the first entry's checkpoints all moved to the second: it was dropped
 
 
+def test_a_long_agent_loop_stays_exact_and_holds_one_entry():
+    cache = PromptCache()
+    for turns in range(1, 14):  # more turns than an entry keeps separate id parts
+        body = _agent(turns)
+        assert prepare(body, prompt_cache=cache).token_ids == prepare(body, prompt_cache=None).token_ids
+    stats = cache.stats()
+    assert (stats.hits, stats.entries, stats.checkpoints) == (12, 1, 13)
+
+
 @pytest.mark.parametrize(
     "change",
     [
