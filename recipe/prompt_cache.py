@@ -16,7 +16,8 @@ and encoding of the unchanged prefix are skipped. A checkpoint after ``messages[
   effort, tools, response format and every system text, hoisted to the front wherever it stands)
   are equal as canonical JSON bytes (orjson: ``1``, ``1.0`` and ``true`` differ, key order counts);
 * the first ``k`` messages are exactly equal: same classes, same field values of the same types all
-  the way down (:func:`_same`; C-speed ``==`` on the strings).
+  the way down (one C-speed ``==`` for the Conversation message types, whose fields are declared
+  strings, booleans, integers and tuples of such dataclasses; :func:`_same` walks any other class).
 
 Candidates are found by a hash of the context and the message prefix (Python's ``hash``, chained per
 message); the comparison above then decides, so a hash collision can only cost a miss, never wrong
@@ -33,10 +34,13 @@ shares. :meth:`PromptCache.stats` reports its memory.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import operator
 import sys
 import threading
+import types
+import typing
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -143,6 +147,42 @@ def _same(a: Any, b: Any) -> bool:
     if _EXACT.issuperset(types):
         return va == vb
     return all(map(_same, va, vb))
+
+
+def _plain_hint(hint: Any) -> bool:
+    if hint in (str, bool, int, type(None)):
+        return True
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return all(map(_plain_hint, args))
+    if origin is tuple:
+        return all(_plain_hint(a) for a in args if a is not Ellipsis)
+    return isinstance(hint, type) and _plain(hint)
+
+
+@functools.cache
+def _plain(cls: type) -> bool:
+    """Whether ``==`` between two instances of the dataclass ``cls`` is exact: every field is
+    declared str, bool, int or None, or a tuple / union of those or of such dataclasses (so equal
+    instances hold equal strings and numbers of their declared types; :func:`_same` decides for
+    any other class)."""
+    if not dataclasses.is_dataclass(cls):
+        return False
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation: not provably plain
+        return False
+    return all(_plain_hint(hints.get(f.name)) for f in dataclasses.fields(cls))
+
+
+def _same_messages(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Exact equality of two message tuples: one C-speed ``==`` when every class is plain (the
+    Conversation message types), else :func:`_same` message by message."""
+    if len(a) != len(b):
+        return False
+    if all(map(_plain, set(map(type, a)))):
+        return tuple(map(type, a)) == tuple(map(type, b)) and a == b
+    return all(map(_same, a, b))
 
 
 def _deep_size(value: Any) -> int:
@@ -360,7 +400,7 @@ class PromptCache:
             entry, index = hit
             if entry.checkpoints[index].messages != k or entry.context != keys.context:
                 continue
-            if not all(map(_same, messages[:k], entry.messages[:k])):
+            if not _same_messages(messages[:k], entry.messages[:k]):
                 continue
             with self._lock:
                 if id(entry) in self._lru:

@@ -19,7 +19,7 @@ from messages_strategies import messages_requests
 from recipe.conversation import AssistantMessage, SystemMessage, ToolCall, UserMessage
 from recipe.errors import RequestError
 from recipe.pipeline import prepare
-from recipe.prompt_cache import PromptCache, _canonical, _same, default_prompt_cache
+from recipe.prompt_cache import PromptCache, _canonical, _plain, _same, _same_messages, default_prompt_cache
 from responses_strategies import responses_requests
 from strategies import chat_requests, text
 
@@ -307,3 +307,21 @@ def test_render_context_json_has_every_field_and_refuses_foreign_values():
     for foreign in (Sub("x"), datetime.date(2020, 1, 1), object()):
         with pytest.raises(TypeError):
             _canonical([foreign])
+
+
+def test_message_types_compare_with_one_equality_and_others_are_walked():
+    import typing
+
+    from recipe import conversation
+
+    for cls in typing.get_args(conversation.Message):
+        assert _plain(cls), cls  # a field of another type would fall back to the walk (slower, still exact)
+
+    @dataclasses.dataclass(frozen=True)
+    class Scored:
+        text: str
+        score: float
+
+    assert not _plain(Scored) and not _plain(conversation.ToolDefinition)
+    assert not _same_messages((Scored("a", 1.0),), (Scored("a", 1),))  # 1.0 == 1, yet printed differently
+    assert _same_messages((Scored("a", 1.0),), (Scored("a", 1.0),))
