@@ -103,7 +103,7 @@ def detect_api(body: Mapping[str, Any]) -> Api:
     if isinstance(choice, Mapping) and choice.get("type") in ("auto", "any", "tool", "none"):
         return "messages"
     for m in body.get("messages") or ():
-        content = m.get("content") if isinstance(m, Mapping) else None
+        content = m.get("content") if type(m) is dict or isinstance(m, Mapping) else None
         if isinstance(content, list) and any(isinstance(b, Mapping) and b.get("type") in _MESSAGES_BLOCKS for b in content):
             return "messages"
     return "chat"
