@@ -250,12 +250,6 @@ _NEG_ZERO_CANDIDATE = re.compile(r"-0(?![0-9.eE])")
 _NEG_ZERO_CANDIDATE_BYTES = re.compile(rb"-0(?![0-9.eE])")
 
 
-#: A ``-0`` that is not the start of ``-0.5``, ``-01`` or ``-0e1``: an integer ``-0`` token, or the
-#: same characters inside a string (sre finds its first character with a fast scan: ~3x ``find``).
-_NEG_ZERO_CANDIDATE = re.compile(r"-0(?![0-9.eE])")
-_NEG_ZERO_CANDIDATE_BYTES = re.compile(rb"-0(?![0-9.eE])")
-
-
 def _has_neg_zero(text: str | bytes) -> bool:
     """Whether the valid JSON ``text`` holds an integer ``-0`` token (which orjson reads as ``0``).
 
