@@ -120,19 +120,27 @@ MAX_DEPTH = 127
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """True when ``value`` nests containers more than ``limit`` levels deep (iterative, leaves skipped)."""
+    """True when ``value`` nests containers more than ``limit`` levels deep (iterative, leaves skipped:
+    strings and the other JSON scalars by one type check, anything else by ``isinstance``)."""
     if not isinstance(value, (dict, list)):
         return False
     stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, depth = stack.pop()
+        node, depth = pop()
         if depth > limit:
             return True
-        children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, (dict, list)):
-                stack.append((child, depth + 1))
+        for child in node.values() if type(node) is dict or isinstance(node, dict) else node:
+            t = type(child)
+            if t is str:
+                continue
+            if t is dict or t is list or (t not in _SCALARS and isinstance(child, (dict, list))):
+                push((child, depth + 1))
     return False
+
+
+#: JSON scalar types other than str (a leaf of these types is never a container).
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def too_deep_path(value: Any, limit: int = MAX_DEPTH) -> str | None:
