@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from recipe.api.common import check_model, output_constraint, parsing_options, resolve_max_tokens
 from recipe.api.prepared import Api, EngineParams, PreparedRequest
+from recipe.api.wire import DEPTH_CHECKED
 from recipe.conversation import Conversation, ParsingOptions
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
@@ -139,9 +140,11 @@ def prepare(
             413 ``request_too_large`` for a bytes or text body over ``options.max_body_bytes``
             (checked before parsing); 400 ``context_length_exceeded`` for a prompt past the window.
     """
+    checked = 0  # id() of the body dict when its nesting depth was checked here
     if isinstance(body, (bytes, bytearray, str)):
         check_body_size(body, options.max_body_bytes)
-        body = loads_request(body if isinstance(body, str) else bytes(body))
+        body = loads_request(body if isinstance(body, str) else bytes(body))  # nesting depth checked
+        checked = id(body)
     if not isinstance(body, Mapping):
         raise RequestError("invalid request body: expected a JSON object", stage="parse")
     if api == "auto":
@@ -154,7 +157,11 @@ def prepare(
     if load is None:
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)
     adapter = load()
-    request = adapter.parse(body)
+    token = DEPTH_CHECKED.set(checked)  # a store-expanded body is another dict: walked by the parse
+    try:
+        request = adapter.parse(body)
+    finally:
+        DEPTH_CHECKED.reset(token)
     options = options.for_model(request.model) if isinstance(request.model, str) else options
     conversation = adapter.convert(request, options)
     encoding = check_model(request.model, options)

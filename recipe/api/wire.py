@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -9,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request, nesting_message, too_deep
 
-__all__ = ["WireModel", "U32", "U64", "parse_body", "field_path"]
+__all__ = ["WireModel", "U32", "U64", "parse_body", "field_path", "DEPTH_CHECKED"]
 
 #: serde-style unsigned integers: no floats, no strings, no booleans.
 U32 = Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)]
@@ -60,6 +61,12 @@ def _describe(err: dict[str, Any]) -> str:
     return f"{err['msg']} (got {type(err.get('input')).__name__})"
 
 
+#: ``id()`` of a body dict whose nesting depth was already checked, by whoever parsed its JSON text
+#: with :func:`~recipe.jsonfmt.loads_request` (``prepare`` sets it around the adapter's parse), so
+#: :func:`parse_body` does not walk it a second time.
+DEPTH_CHECKED: ContextVar[int] = ContextVar("recipe_depth_checked", default=0)
+
+
 def parse_body(model: type[WireModel], body: Any) -> Any:
     """Validate ``body`` (dict, JSON str or bytes) into ``model``.
 
@@ -69,7 +76,7 @@ def parse_body(model: type[WireModel], body: Any) -> Any:
     """
     if isinstance(body, (bytes, bytearray, memoryview, str)):
         body = loads_request(bytes(body) if not isinstance(body, str) else body)
-    elif too_deep(body):  # a dict body gets the limit a JSON body gets from the parser
+    elif DEPTH_CHECKED.get() != id(body) and too_deep(body):  # a dict body gets the JSON body's limit
         message, path = nesting_message(body)
         raise RequestError(f"invalid request body: {message}", param=path, stage="parse")
     if not isinstance(body, dict):
