@@ -168,7 +168,9 @@ def _tool_calls(calls: Sequence[ToolCall]) -> list[Segment]:
 
 
 def _user_group(tools: list[ToolMessage], users: list[UserMessage], call_order: Mapping[str, int]) -> list[Segment]:
-    tools.sort(key=lambda m: call_order.get(m.tool_call_id, len(call_order)))
+    if len(tools) > 1:
+        unknown = len(call_order)
+        tools.sort(key=lambda m: call_order.get(m.tool_call_id, unknown))
     parts = [f"<tool_result>{m.content}</tool_result>" for m in tools]
     if users:
         parts.append("\n\n".join(u.content for u in users if u.content))
@@ -274,9 +276,10 @@ def _header(conv: Conversation) -> list[Segment]:
 
 def _render(conv: Conversation, resume: tuple[Prompt, Checkpoint] | None, checkpoints: list[Checkpoint] | None) -> Prompt:
     starts: list[tuple[int, int]] = []
-    first_system = next((k for k, m in enumerate(conv.messages) if type(m) is SystemMessage), None)
-    if first_system is not None:
-        starts.append((first_system, 1))
+    for k, m in enumerate(conv.messages):
+        if type(m) is SystemMessage:
+            starts.append((k, 1))  # the system section is attributed to the first system message
+            break
     if resume is None:
         segs = _header(conv)
         ends_with_prefix = _body(conv, 0, _EMPTY_ORDER, segs, starts, checkpoints)
