@@ -21,7 +21,9 @@ Each round runs every case once per side, back to back, alternating which side g
 yields one ratio (deepseek-recipe time / recipe time) per case; (a) times 200 calls per side per
 round and takes their medians. The table prints median [min–max] over the rounds; a target counts
 as met only if every round reaches it. Token ids are checked identical for every body. Then the
-memory the prompt cache holds after (b)+(c): its own estimate and tracemalloc's count.
+memory the prompt cache holds after (b)+(c): its own estimate and tracemalloc's count, and the floor
+of (b): tiktoken alone on the prompt's distinct text chunks (deepseek-recipe's time over it is the
+most (b)'s ratio can reach with this tokenizer).
 Targets (issue 16): (a) >= 3, (b) >= 3, (c) >= 20. Pin it (``taskset -c 1``) on a shared machine.
 """
 
@@ -95,6 +97,8 @@ def run(workload: Workload, rounds: int, n_short: int, theirs: Callable[[Any], l
         Row(f"(b) long, cold ({n_long} tokens, JSON)", 3.0),
         Row(f"(c) next request, warm ({n_next} tokens)", 20.0),
     ]
+    floor = Row("tiktoken alone on (b)'s text")
+    encode = recipe.load_tokenizer().encode_ordinary
     for r in range(rounds):
         first_ours = r % 2 == 0
         # (a)
@@ -114,6 +118,9 @@ def run(workload: Workload, rounds: int, n_short: int, theirs: Callable[[Any], l
             clear_caches()
             o = _timed(lambda: recipe.prepare(body))
         rows[1].add(o, t)
+        # the floor of (b): tiktoken alone on the prompt's distinct text chunks (the least encoding work)
+        chunks = list(dict.fromkeys(text for special, text in recipe.prepare(body).prompt.chunks() if not special))
+        floor.add(_timed(lambda: [encode(c) for c in chunks]), t)
         # (c) the next request after the long one
         recipe.prepare(long_body)
         if first_ours:
@@ -137,7 +144,7 @@ def run(workload: Workload, rounds: int, n_short: int, theirs: Callable[[Any], l
     gc.collect()
     held = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
-    facts = {"long_tokens": n_long, "next_tokens": n_next, "long_bytes": len(long_body.encode()),
+    facts = {"floor": floor.as_dict(), "long_tokens": n_long, "next_tokens": n_next, "long_bytes": len(long_body.encode()),
              "prompt_cache_estimate": prompt_stats.bytes, "prompt_cache_traced": held,
              "prompt_cache_entries": prompt_stats.entries, "prompt_cache_checkpoints": prompt_stats.checkpoints}
     return rows, facts
@@ -158,6 +165,10 @@ def main() -> None:
     for name in names:
         rows, facts = run(WORKLOADS[name], args.rounds, args.short_calls, theirs)
         print_rows(rows, f"\nworkload {name} ({facts['long_bytes'] / 1e3:.0f} KB long body)")
+        fl = facts["floor"]
+        print(f"  floor of (b): tiktoken alone on its distinct text chunks {fl['ours_ms'][0]:.1f} ms "
+              f"[{fl['ours_ms'][1]:.1f}–{fl['ours_ms'][2]:.1f}]; deepseek-recipe / tiktoken alone = {fl['ratio'][0]:.2f} "
+              f"[{fl['ratio'][1]:.2f}–{fl['ratio'][2]:.2f}], the most (b)'s ratio can reach with this tokenizer")
         print(f"  prompt cache after (b)+(c): {facts['prompt_cache_entries']} entry, {facts['prompt_cache_checkpoints']} "
               f"checkpoints, estimate {facts['prompt_cache_estimate'] / 2**20:.1f} MiB, traced "
               f"{facts['prompt_cache_traced'] / 2**20:.1f} MiB (tracemalloc)")

@@ -73,6 +73,10 @@ def encode_table(result: dict[str, Any]) -> str:
             d = _ms_digits(row)
             lines.append(f"| {row['name']} | {_span(row['ours_ms'], d)} | {_span(row['theirs_ms'], d)} | "
                          f"{_span(row['ratio'], 2)}× | {_verdict(row)} |")
+        fl = w["floor"]
+        lines += ["", f"Floor of (b): tiktoken alone on the prompt's distinct text chunks takes {_span(fl['ours_ms'], 1)} ms; "
+                  f"deepseek-recipe's time over it is {_span(fl['ratio'], 2)}×, the most (b)'s ratio can reach with "
+                  "this tokenizer."]
         lines += ["", f"Prompt cache after (b)+(c): {w['prompt_cache_entries']} entry, {w['prompt_cache_checkpoints']} "
                   f"checkpoints, {w['prompt_cache_estimate'] / 2**20:.1f} MiB by its own estimate "
                   f"(`stats().bytes`), {w['prompt_cache_traced'] / 2**20:.1f} MiB by tracemalloc.", ""]
