@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import random
 import re
@@ -325,6 +326,36 @@ def test_reasoning_tokens_are_exact_id_counts():
         assert r.reasoning_content == "abc"
         starts_before = sum(1 for k in range(len(ids2)) if len(t.decode(ids2[:k])) < 3)
         assert r.reasoning_tokens == starts_before
+
+
+_REASONING_ALPHABET = ["a", " the", "\n", "\n\n", "中文", "𝔘", "🙂", "鿯", "é", "</think>", "<", "think>", "x"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(_REASONING_ALPHABET), max_size=30), st.integers(0, 30),
+       st.sampled_from(["special", "spelled", "none"]), st.integers(0, 2**32))
+def test_reasoning_token_count_is_the_same_in_every_chunking(pieces, at, marker, seed):
+    """A push of many ids counts reasoning tokens from text lengths (summed at C speed up to the
+    first id that is part of a character, then decoded id by id): the same count as one id per
+    push, and the ids that start before the first </think> (per-id incremental decoding)."""
+    t = tok()
+    at = min(at, len(pieces))
+    ids = t.encode_ordinary("".join(pieces[:at]))
+    if marker == "special":
+        ids.append(t.special_id("</think>"))
+    elif marker == "spelled":
+        ids += t.encode_ordinary("</think>")
+    ids += t.encode_ordinary("".join(pieces[at:]))
+    counts = {how: run_ids(opts(True), split_ids(ids, how)).reasoning_tokens
+              for how in ("one", "all", 2, random.Random(seed))}
+    assert len(set(counts.values())) == 1, counts
+    dec, text, starts = codecs.getincrementaldecoder("utf-8")("replace"), "", []
+    for i in ids:
+        starts.append(len(text))
+        text += dec.decode(t.encoding.decode_single_token_bytes(i))
+    end = text.find("</think>")
+    expected = len(ids) if end < 0 else sum(1 for p in starts if p < end)
+    assert counts["all"] == expected
 
 
 def test_eos_ends_output_and_is_never_text():

@@ -88,7 +88,9 @@ the ending); the other states and services live beside it, as mixins sharing its
 
 from __future__ import annotations
 
+import bisect
 import codecs
+import itertools
 import random
 from collections.abc import Callable, Sequence
 
@@ -397,14 +399,32 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             self._rcount += len(ids) + len(self._rpend)
             self._rpend.clear()
             return
-        dec = codecs.getincrementaldecoder("utf-8")("replace")
-        dec.setstate(dstate)
-        tb = self._tb
-        p = pos0
         starts = self._rpend
-        for t in ids:
-            starts.append(p)
-            p += len(dec.decode(tb(t)))
+        k = 0
+        p = pos0
+        if not dstate[0]:
+            # from an empty decoder, the ids of whole-UTF-8 tokens start where their text lengths
+            # add up to: summed at C speed up to the first id that is part of a character
+            texts = self._texts
+            parts: set[int] = set()
+            for t in set(ids).difference(texts):
+                try:
+                    texts[t] = self._tb(t).decode("utf-8")
+                except UnicodeDecodeError:
+                    parts.add(t)
+            k = next((j for j, t in enumerate(ids) if t in parts), len(ids)) if parts else len(ids)
+            if k:
+                run = list(itertools.accumulate(map(len, map(texts.__getitem__, ids[:k] if k < len(ids) else ids)), initial=pos0))
+                p = run.pop()
+                starts += run
+        if k < len(ids):
+            dec = codecs.getincrementaldecoder("utf-8")("replace")
+            if not k:
+                dec.setstate(dstate)
+            tb = self._tb
+            for t in ids[k:]:
+                starts.append(p)
+                p += len(dec.decode(tb(t)))
         self._settle()
 
     def _limit(self) -> float:
@@ -419,9 +439,9 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             self._rcount += len(pend)
             pend.clear()
             return
-        keep = [p for p in pend if p >= limit]
-        self._rcount += len(pend) - len(keep)
-        self._rpend = [] if self._r_limit != _INF else keep
+        k = bisect.bisect_left(pend, limit)  # positions are appended in order
+        self._rcount += k
+        self._rpend = [] if self._r_limit != _INF else pend[k:]
 
     # ------------------------------------------------------------------ text core
 
