@@ -13,6 +13,23 @@ Request validation is strict on purpose: a field outside the documented set is r
 (real vLLM only logs and ignores it — which is how a stale ``guided_json`` silently fails open), and
 ``max_tokens`` / ``max_new_tokens`` are required (vLLM would silently default to 16). Each server
 plays a :class:`Script` and records what it saw: bodies, when its client went away, aborts.
+
+Grammars are checked the way each engine's grammar backend takes them (``backend=``):
+
+- vLLM (``vllm/v1/structured_output/backend_{xgrammar,guidance}.py``, ``SamplingParams.
+  _validate_structured_outputs``): ``xgrammar`` takes ``structural_tag`` (JSON text: the
+  ``{"type": "structural_tag", "format": …}`` shape or the legacy ``structures`` / ``triggers``
+  one) and ``grammar`` only as EBNF or Lark it can convert to EBNF (not llguidance's ``<[id]>``
+  token references, ``&`` / ``~`` or ``%json``); ``guidance`` takes ``grammar`` as llguidance Lark
+  (checked with llguidance itself) and only the legacy ``structural_tag`` shape; ``auto`` (vLLM's
+  default) tries xgrammar, then guidance; ``outlines`` takes neither. A refusal is a 400.
+- SGLang (``constrained/{xgrammar,llguidance}_backend.py``, ``grammar_manager.py``): ``xgrammar``
+  (default) takes ``structural_tag`` (both shapes) and ``ebnf`` as EBNF; ``llguidance`` takes
+  ``ebnf`` as Lark or GBNF (``grammar_from("ebnf")``) and only the legacy ``structural_tag``;
+  ``none`` (also what ``--skip-tokenizer-init`` gives) takes no grammar. SGLang compiles grammars in
+  its scheduler, so a refusal comes inside the stream: ``data: {"error": …}`` before any id. Here a
+  ``structural_tag`` beside ``json_schema`` / ``regex`` / ``ebnf`` is refused too (SGLang would
+  silently drop it for the other).
 """
 
 from __future__ import annotations
@@ -37,6 +54,116 @@ class _Strict(BaseModel):
 class StreamOptions(_Strict):
     include_usage: bool | None = None
     continuous_usage_stats: bool | None = None
+
+
+# ----------------------------------------------------------------------------- grammar backends
+
+#: xgrammar structural-tag format types (xgrammar 0.2.9 ``structural_tag.py``) -> required fields.
+_TAG_FORMATS: dict[str, dict[str, Any]] = {
+    "const_string": {"value": str}, "token": {"token": (int, str)}, "any_text": {}, "regex": {"pattern": str},
+    "grammar": {"grammar": str}, "json_schema": {"json_schema": (dict, bool)}, "sequence": {"elements": list},
+    "or": {"elements": list}, "optional": {"content": dict}, "star": {"content": dict}, "plus": {"content": dict},
+    "tag": {"begin": (str, dict), "content": dict, "end": (str, dict, list)},
+    "triggered_tags": {"triggers": list, "tags": list}, "tags_with_separator": {"tags": list, "separator": str},
+}
+VOCAB = 129280
+
+
+def _check_format(node: Any, path: str) -> None:
+    if not isinstance(node, dict) or node.get("type") not in _TAG_FORMATS:
+        raise ValueError(f"{path}: not a structural-tag format: {str(node)[:80]}")
+    for key, typ in _TAG_FORMATS[node["type"]].items():
+        if not isinstance(node.get(key), typ):
+            raise ValueError(f"{path}.{key}: missing or of the wrong type")
+    if node["type"] == "token" and isinstance(node["token"], int) and not 0 <= node["token"] < VOCAB:
+        raise ValueError(f"{path}.token: id {node['token']} outside the vocabulary")
+    if node["type"] == "any_text" and not all(isinstance(e, str) for e in node.get("excludes", [])):
+        raise ValueError(f"{path}.excludes: want strings")
+    if node["type"] == "grammar" and "root ::=" not in node["grammar"]:
+        raise ValueError(f"{path}.grammar: EBNF without a root rule")
+    for key in ("elements", "tags"):
+        for i, child in enumerate(node.get(key) or []):
+            _check_format(child, f"{path}.{key}[{i}]")
+    for key in ("content", "begin", "end"):
+        if isinstance(node.get(key), dict):
+            _check_format(node[key], f"{path}.{key}")
+
+
+def check_structural_tag(text: Any, legacy_only: bool = False) -> None:
+    """Raise ValueError unless ``text`` is structural-tag JSON text a backend takes."""
+    if not isinstance(text, str):
+        raise ValueError("structural_tag must be JSON text")
+    obj = orjson.loads(text)
+    if isinstance(obj, dict) and isinstance(obj.get("structures"), list) and isinstance(obj.get("triggers"), list):
+        return
+    if legacy_only:
+        raise ValueError("Invalid grammar specification: 'triggers'")
+    if not isinstance(obj, dict) or obj.get("type") != "structural_tag":
+        raise ValueError("Invalid structural tag specification: no \"type\": \"structural_tag\"")
+    _check_format(obj.get("format"), "format")
+
+
+def _llguidance_only(grammar: str) -> bool:
+    """Lark that xgrammar's Lark-to-EBNF conversion cannot take (llguidance token references,
+    regex intersection / negation, ``%json``)."""
+    return any(t in grammar for t in ("<[", "%json", " & ", "~/")) or grammar.lstrip().startswith("%llguidance")
+
+
+def check_lark(grammar: str) -> None:
+    """Raise ValueError unless llguidance compiles ``grammar`` (Lark or GBNF)."""
+    from llguidance import LLMatcher, grammar_from
+
+    err = LLMatcher.validate_grammar(grammar_from("grammar", grammar), None)
+    if err:
+        raise ValueError(f"Grammar error: {err.splitlines()[0]}")
+
+
+def check_vllm_grammar(so: dict[str, Any], backend: str) -> None:
+    """Raise ValueError where vLLM's ``backend`` refuses ``structured_outputs`` (its 400)."""
+    def xgrammar() -> None:
+        if so.get("grammar") is not None and _llguidance_only(so["grammar"]):
+            raise ValueError("Failed to convert the grammar from Lark to EBNF.")
+        if so.get("structural_tag") is not None:
+            check_structural_tag(so["structural_tag"])
+
+    def guidance() -> None:
+        if so.get("grammar") is not None:
+            check_lark(so["grammar"])
+        if so.get("structural_tag") is not None:
+            check_structural_tag(so["structural_tag"], legacy_only=True)
+
+    if backend == "xgrammar":
+        xgrammar()
+    elif backend == "guidance":
+        guidance()
+    elif backend == "auto":
+        try:
+            xgrammar()
+        except ValueError:
+            guidance()
+    elif so.get("grammar") is not None or so.get("structural_tag") is not None:
+        raise ValueError(f"the {backend} backend does not support grammars or structural tags")
+
+
+def sglang_grammar_error(sp: dict[str, Any], backend: str) -> str | None:
+    """Why SGLang's ``backend`` aborts a request with this grammar (None: it compiles)."""
+    given = [k for k in ("json_schema", "regex", "ebnf", "structural_tag") if sp.get(k) is not None]
+    if not given:
+        return None
+    if backend == "none":
+        return ("Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not supported when the "
+                "server is launched with --grammar-backend none")
+    try:
+        if sp.get("ebnf") is not None:
+            if backend == "xgrammar" and _llguidance_only(sp["ebnf"]):
+                raise ValueError("EBNF parse error")
+            if backend == "llguidance":
+                check_lark(sp["ebnf"])
+        if sp.get("structural_tag") is not None:
+            check_structural_tag(sp["structural_tag"], legacy_only=backend == "llguidance")
+    except ValueError as exc:
+        return f"Invalid grammar request: key=({given[0]!r}, …): {exc}"
+    return None
 
 
 class StructuredOutputs(_Strict):
@@ -103,6 +230,8 @@ class SGLangSamplingParams(_Strict):
     def _one(self) -> SGLangSamplingParams:
         if sum(v is not None for v in (self.json_schema, self.regex, self.ebnf)) > 1:
             raise ValueError("Only one of regex, json_schema, or ebnf can be set.")
+        if self.structural_tag is not None and any(v is not None for v in (self.json_schema, self.regex, self.ebnf)):
+            raise ValueError("structural_tag beside json_schema / regex / ebnf would be ignored")
         return self
 
 
@@ -200,14 +329,17 @@ async def _frames(script: Script, seen: Seen, make: Any) -> Any:
         raise
 
 
-def vllm_app(script: Script, seen: Seen) -> Starlette:
-    """A fake vLLM ``/v1/completions`` (see the module docstring)."""
+def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
+    """A fake vLLM ``/v1/completions`` with the structured-outputs ``backend`` (``--structured-outputs-config.
+    backend``: auto, xgrammar, guidance, outlines; see the module docstring)."""
 
     async def completions(request: Request) -> Response:
         raw = await request.json()
         seen.bodies.append(raw)
         try:
             req = VLLMCompletionRequest.model_validate(raw)
+            if req.structured_outputs is not None:
+                check_vllm_grammar(raw["structured_outputs"], backend)
         except Exception as exc:
             return _invalid(exc)
         if script.fault == "status500":
@@ -242,8 +374,9 @@ def vllm_app(script: Script, seen: Seen) -> Starlette:
     return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"])])
 
 
-def sglang_app(script: Script, seen: Seen) -> Starlette:
-    """A fake SGLang ``/generate`` + ``/abort_request`` (see the module docstring)."""
+def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar") -> Starlette:
+    """A fake SGLang ``/generate`` + ``/abort_request`` with the grammar ``backend`` (``--grammar-backend``:
+    xgrammar, llguidance, none; see the module docstring)."""
 
     async def generate(request: Request) -> Response:
         raw = await request.json()
@@ -256,6 +389,12 @@ def sglang_app(script: Script, seen: Seen) -> Starlette:
             return JSONResponse({"error": {"message": "engine crashed"}}, status_code=500)
         if not req.stream:
             return _invalid(ValueError("this fake only streams"))
+        refused = sglang_grammar_error(raw["sampling_params"], backend)
+        if refused is not None:  # the scheduler aborts it: a ValueError in the stream, before any id
+            async def error() -> Any:
+                yield _frame({"error": {"message": refused}})
+                yield b"data: [DONE]\n\n"
+            return StreamingResponse(error(), media_type="text/event-stream")
 
         def make(start: int, end: int, last: bool | None) -> list[bytes]:
             if last is None:

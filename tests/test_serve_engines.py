@@ -75,12 +75,14 @@ def test_connector_streams_a_tool_call_with_the_engines_cached_tokens(kind, incr
     if kind == "vllm":
         assert body["prompt"] == prep.token_ids and body["max_tokens"] == prep.engine.max_tokens
         assert body["stop_token_ids"] == [1] and body["skip_special_tokens"] is False and body["return_token_ids"] is True
-        assert body["stream_options"] == {"include_usage": True} and "structured_outputs" not in body
+        assert body["stream_options"] == {"include_usage": True}
+        assert body["structured_outputs"] == {"structural_tag": recipe.output_grammar(prep).structural_tag}
     else:
         assert body["input_ids"] == prep.token_ids and body["rid"]
         sp = body["sampling_params"]
         assert sp["max_new_tokens"] == prep.engine.max_tokens and sp["stop_token_ids"] == [1]
         assert sp["skip_special_tokens"] is False and sp["no_stop_trim"] is True
+        assert sp["structural_tag"] == recipe.output_grammar(prep).structural_tag
 
 
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
@@ -102,10 +104,12 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "require
 
 
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
-def test_json_constraints_reach_the_engine_in_non_thinking_mode_only(kind):
+def test_format_level_json_constraints_reach_the_engine_in_non_thinking_mode_only(kind):
+    """``--constrain format``: plain JSON fields, which every grammar backend takes (the default, full,
+    sends the turn grammar instead: tests/test_serve_constrain.py)."""
     ids = TOK.encode_with_special_tokens('{"city": "Paris"}' + EOS)
     fmt = {"type": "json_schema", "json_schema": {"name": "w", "schema": SCHEMA, "strict": True}}
-    with served(kind, Script(ids)) as (s, seen):
+    with served(kind, Script(ids), constrain="format") as (s, seen):
         client = _oai(s.url)
         c = client.chat.completions.create(model=MODEL, messages=QUESTION, reasoning_effort="none", response_format=fmt)
         assert json.loads(c.choices[0].message.content) == {"city": "Paris"}

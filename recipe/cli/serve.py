@@ -62,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--first-token-timeout", type=_seconds, default=600.0, metavar="S")
     p.add_argument("--idle-timeout", type=_seconds, default=120.0, metavar="S", help="longest gap between deltas")
     p.add_argument("--total-timeout", type=_seconds, default=3600.0, metavar="S")
+    p.add_argument("--constrain", choices=("off", "format", "full"), default="full",
+                   help="what engines enforce: full (default) the grammar of the whole turn (reasoning, tool "
+                        "calls, response_format), format response_format only, off nothing")
     p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(run=_run)
@@ -119,7 +122,8 @@ def build(ns: argparse.Namespace) -> Any:
 
             options = replace(options, max_body_bytes=ns.max_body_bytes)
         timeouts = Timeouts(ns.connect_timeout, ns.first_token_timeout, ns.idle_timeout, ns.total_timeout)
-        config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds)
+        config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
+                             constrain=ns.constrain)
         tenants = Tenants.from_file(ns.api_keys) if ns.api_keys else None
         return app(engines=ns.engine or ["demo"], options=options, config=config, store=_store(ns.store or _default_store()),
                    index=_index(ns.index), tenants=tenants)

@@ -47,6 +47,12 @@ class ServeConfig:
         coalesce_ms: stream frames that arrive within this many milliseconds of the previous write
             are joined into one write (the first frame is never held; a decoding engine's deltas,
             tens of milliseconds apart, are not delayed). 0 sends every frame on its own.
+        constrain: how much of each request's output constraint reaches the engines (``recipe
+            serve --constrain``): ``full`` (default) the grammar of the whole turn — reasoning, DSML
+            tool calls per ``tool_choice``, ``response_format`` — falling back per request to
+            ``format`` where an engine refuses it; ``format`` the ``response_format`` only, in the
+            engines' plain JSON / regex fields (not in thinking mode); ``off`` nothing (recipe still
+            validates answers and notes mismatches).
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -55,8 +61,11 @@ class ServeConfig:
     drain_seconds: float = 30.0
     max_imbalance: int | None = 32
     coalesce_ms: float = 5.0
+    constrain: str = "full"
 
     def __post_init__(self) -> None:
+        if self.constrain not in ("off", "format", "full"):
+            raise ValueError(f"constrain must be off, format or full, not {self.constrain!r}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1 or None")
         if not self.coalesce_ms >= 0:

@@ -59,6 +59,7 @@ class Job:
         started: ``time.perf_counter()`` at request arrival.
         coalesce: stream frames arriving within this many seconds share one write (0: never).
         tokenizer: the vocabulary (the encoding's default when None).
+        constrain: how much of the output constraint reaches the engine (``ServeConfig.constrain``).
     """
 
     api: str
@@ -76,6 +77,7 @@ class Job:
     headers: list[tuple[bytes, bytes]]
     coalesce: float = 0.0
     tokenizer: Tokenizer | None = None
+    constrain: str = "full"
 
 
 def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
@@ -223,7 +225,7 @@ async def _pre_stream_error(job: Job, send: Send, err: ServeError) -> None:
 
 async def _stream(job: Job, guard: Guard, send: Send) -> None:
     api, prep, m = job.api, job.prep, job.metrics
-    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt))
+    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt, job.constrain))
     writer: FrameWriter | None = None
     rstate = _ResponsesState(job.body, job.store is not None and job.body.get("store") is not False) if api == "responses" else None
     usage = _Usage(len(prep.token_ids), 0)
@@ -314,7 +316,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
     """Collect the whole output, then answer the response object (engine stopped early on a stop
     sequence, as in a stream)."""
     api, prep, m = job.api, job.prep, job.metrics
-    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt))
+    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt, job.constrain))
     ids: list[int] = []
     lps: list[Any] | None = [] if prep.conversation.sampling.logprobs else None
     watch = CompletionStream(prep, response_id=job.response_id, tokenizer=job.tokenizer) if prep.parsing.stop_sequences else None

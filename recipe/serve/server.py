@@ -154,7 +154,8 @@ class GenerationRoute:
             m.child(m.routed, replica.name).inc()
             job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
-                      m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer)
+                      m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer,
+                      st.config.constrain)
             replica.in_flight += 1
             replica.served += 1
             try:

@@ -7,8 +7,10 @@
 ``sglang+http://HOST:PORT`` SGLang ``/generate`` with ``input_ids`` (:mod:`.sglang`)
 =========================  ====================================================================
 
-An HTTP spec may end in ``?model=NAME`` (the served model name to send) and ``&name=REPLICA``.
-A Python callable is an engine too (:mod:`.inprocess`).
+An HTTP spec may end in ``?model=NAME`` (the served model name to send), ``&name=REPLICA`` and
+``&grammar=structural_tag|lark`` (how the turn grammar is sent, per the engine's grammar backend:
+:data:`.http.GrammarForm`; default ``structural_tag``). A Python callable is an engine too
+(:mod:`.inprocess`).
 """
 
 from __future__ import annotations
@@ -47,13 +49,19 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
         name = query.get("name") or f"{scheme}:{parts.netloc}{parts.path}"
+        unknown = sorted(set(query) - {"model", "name", "grammar"})
+        if unknown:
+            raise ValueError(f"engine {spec!r}: unknown parameter {unknown[0]!r} (want model, name, grammar)")
+        grammar = query.get("grammar", "structural_tag")
+        if grammar not in ("structural_tag", "lark"):
+            raise ValueError(f"engine {spec!r}: grammar={grammar!r}, want structural_tag or lark")
         if scheme == "vllm":
             from recipe.serve.engines.vllm import VLLMEngine
 
-            return VLLMEngine(base, timeouts=timeouts, name=name, model=query.get("model"))
+            return VLLMEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
         from recipe.serve.engines.sglang import SGLangEngine
 
-        return SGLangEngine(base, timeouts=timeouts, name=name, model=query.get("model"))
+        return SGLangEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
     raise ValueError(f"unknown engine {spec!r}: use demo, replay:FILE, vllm+http://HOST:PORT or sglang+http://HOST:PORT")
 
 

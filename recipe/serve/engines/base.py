@@ -10,18 +10,46 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from recipe.api.prepared import PreparedRequest
 from recipe.conversation import OutputConstraint
 
-__all__ = ["EngineRequest", "EngineDelta", "EngineError", "Engine", "ErrorKind", "FINISH_REASONS"]
+if TYPE_CHECKING:
+    from recipe.schema.turn import OutputGrammar
+
+__all__ = ["EngineRequest", "EngineDelta", "EngineError", "Engine", "ErrorKind", "FINISH_REASONS", "ConstrainLevel",
+           "CONSTRAIN_LEVELS", "constraint_at"]
 
 #: Finish reasons an engine reports; ``abort`` and ``error`` end the request as a failure.
 FINISH_REASONS = ("stop", "length", "abort", "error")
 
 #: What went wrong with an engine; the server maps each to an HTTP status (recipe.serve.errors).
 ErrorKind = Literal["unavailable", "overloaded", "timeout", "bad_request", "failed", "protocol"]
+
+#: How much of the request's output constraint the server hands to engines (``recipe serve
+#: --constrain``): ``off`` nothing; ``format`` the ``response_format`` only (JSON / regex; tool calls
+#: unconstrained); ``full`` the whole turn (reasoning, DSML tool calls per ``tool_choice``, formats).
+ConstrainLevel = Literal["off", "format", "full"]
+CONSTRAIN_LEVELS: tuple[str, ...] = ("off", "format", "full")
+_FORMAT_KINDS = frozenset({"json", "regex"})
+
+
+def constraint_at(constraint: OutputConstraint | None, level: str) -> OutputConstraint | None:
+    """``constraint`` as the server hands it to engines at ``level`` (see :data:`ConstrainLevel`):
+    the same object, or None (``off``; ``format`` and a tool-call constraint).
+
+    Raises:
+        ValueError: an unknown level.
+    """
+    if level == "full":
+        return constraint
+    if level == "format":
+        return constraint if constraint is not None and constraint.kind in _FORMAT_KINDS else None
+    if level == "off":
+        return None
+    raise ValueError(f"unknown constrain level {level!r}; expected off, format or full")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +63,14 @@ class EngineRequest:
         temperature, top_p, seed: sampling.
         stop_token_ids: ids that end the output (EOS); text stop sequences stay in recipe.
         logprobs: alternatives per token to report (0: the sampled token's only), None: off.
-        constraint: recipe's output constraint, or None; each connector translates what it can.
+        constraint: recipe's output constraint after the server's ``constrain`` level (None: nothing
+            to enforce); its :attr:`grammar` covers the whole turn. Each connector sends what its
+            engine accepts; an in-process engine can enforce it with ``recipe.OutputMatcher``.
         cache_salt: the tenant's prefix-cache salt (vLLM / SGLang ``cache_salt``), or None.
         prepared: the prepared request, for in-process engines that answer by its content (the demo);
             remote connectors ignore it.
+        constrain: the server's constrain level (:data:`ConstrainLevel`): ``full`` lets a connector
+            send the turn grammar; ``format`` only the engine's plain JSON / regex fields.
     """
 
     request_id: str
@@ -52,19 +84,45 @@ class EngineRequest:
     constraint: OutputConstraint | None = None
     cache_salt: str | None = None
     prepared: PreparedRequest | None = None
+    constrain: str = "full"
 
     @classmethod
-    def from_prepared(cls, prep: PreparedRequest, request_id: str, cache_salt: str | None = None) -> EngineRequest:
-        """The engine request for ``prep`` (its :class:`~recipe.api.prepared.EngineParams` bundle).
+    def from_prepared(cls, prep: PreparedRequest, request_id: str, cache_salt: str | None = None,
+                      constrain: str = "full") -> EngineRequest:
+        """The engine request for ``prep`` (its :class:`~recipe.api.prepared.EngineParams` bundle), its
+        constraint kept per ``constrain`` (:func:`constraint_at`).
 
         Raises:
-            ValueError: ``prep`` has no engine bundle (a hand-built PreparedRequest).
+            ValueError: ``prep`` has no engine bundle (a hand-built PreparedRequest); an unknown level.
         """
         e = prep.engine
         if e is None:
             raise ValueError("the prepared request has no engine parameters (use recipe.prepare)")
+        c = e.constraint if constrain == "full" else constraint_at(e.constraint, constrain)
         return cls(request_id, prep.token_ids, e.max_tokens, e.temperature, e.top_p, e.seed, e.stop_token_ids,
-                   e.logprobs, e.constraint, cache_salt, prep)
+                   e.logprobs, c, cache_salt, prep, constrain)
+
+    @property
+    def grammar(self) -> OutputGrammar | None:
+        """The grammar of the whole assistant turn to enforce (``constraint.grammar``: Lark,
+        structural tag, engine fields; built on first access and cached), or None (no constraint, or
+        a model family without a grammar builder). ``recipe.OutputMatcher(request.prepared,
+        grammar=request.grammar)`` masks a model's logits with it.
+
+        Raises:
+            ValueError: the grammar cannot be built (never for a request ``prepare`` accepted).
+        """
+        c = self.constraint
+        return None if c is None else c.grammar
+
+    def at_level(self, constrain: str) -> EngineRequest:
+        """This request at another constrain level (a connector lowers ``full`` to ``format`` when
+        its engine refuses the grammar).
+
+        Raises:
+            ValueError: an unknown level.
+        """
+        return replace(self, constraint=constraint_at(self.constraint, constrain), constrain=constrain)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,13 @@
 """What the HTTP connectors share: one httpx client per engine, an SSE ``data:`` reader, the mapping
 of transport and HTTP failures to :class:`~recipe.serve.engines.base.EngineError`, and the output
-constraint a connector can hand to an engine.
+constraint a connector hands to an engine.
+
+Constraints, by the request's level (``recipe serve --constrain``, :data:`~recipe.serve.engines.base.
+ConstrainLevel`): at ``full`` the connector sends the grammar of the whole turn (:func:`turn_grammar`)
+in the form its engine's grammar backend takes (:data:`GRAMMAR_FORMS`: the xgrammar structural tag,
+or the llguidance Lark); at ``format``, or for a constraint without a grammar, a ``response_format``
+in the engine's plain JSON / regex fields (:func:`structured_output`). An engine that refuses the
+grammar before its first token gets the request once more at ``format`` (:meth:`HTTPEngine.generate`).
 
 Read timeouts are the server's (first token, idle gap, total: :class:`recipe.serve.guard.Guard`);
 the client itself only bounds connecting, writing and waiting for a pooled connection.
@@ -8,17 +15,35 @@ the client itself only bounds connecting, writing and waiting for a pooled conne
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import orjson
 
 from recipe.serve.config import Timeouts
-from recipe.serve.engines.base import EngineError, EngineRequest
+from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
 
-__all__ = ["HTTPEngine", "sse_objects", "map_status", "structured_output"]
+if TYPE_CHECKING:
+    from recipe.schema.turn import OutputGrammar
+
+__all__ = ["HTTPEngine", "sse_objects", "map_status", "structured_output", "turn_grammar", "GrammarForm", "GRAMMAR_FORMS"]
+
+_log = logging.getLogger(__name__)
+
+#: How a connector sends the turn grammar: ``structural_tag`` (xgrammar's structural tag: vLLM
+#: ``structured_outputs.structural_tag`` with the xgrammar or auto backend, SGLang
+#: ``sampling_params.structural_tag`` with its default xgrammar backend) or ``lark`` (llguidance
+#: Lark: vLLM ``structured_outputs.grammar`` with the guidance or auto backend, SGLang
+#: ``sampling_params.ebnf`` with ``--grammar-backend llguidance``).
+GrammarForm = Literal["structural_tag", "lark"]
+GRAMMAR_FORMS: tuple[str, ...] = ("structural_tag", "lark")
+#: Tool schemas longer than this (characters) have their grammar built in a worker thread, so a
+#: request with many large tools never stalls the other streams (a cached grammar costs microseconds).
+_INLINE_SCHEMA_CHARS = 8192
 
 
 def map_status(status: int, body: bytes) -> EngineError:
@@ -68,13 +93,13 @@ async def sse_objects(response: httpx.Response) -> AsyncIterator[dict[str, Any]]
 
 
 def structured_output(req: EngineRequest) -> tuple[str, str] | None:
-    """The constraint an engine can enforce from the first token: ``("json", schema text)``,
-    ``("json_object", "")`` or ``("regex", pattern)``; None otherwise.
+    """A ``response_format`` in an engine's plain fields (every grammar backend takes them):
+    ``("json", schema text)``, ``("json_object", "")`` or ``("regex", pattern)``; None otherwise.
 
-    Tool-call constraints (DSML) have no engine-side form yet, and in thinking mode a grammar applied
-    from token 0 would forbid the reasoning, so both run unconstrained (recipe still validates the
-    answer and notes a mismatch). This is the seam where ``recipe.output_grammar(prep)`` (a grammar
-    that covers reasoning and DSML) takes over once it exists.
+    Only where it covers the whole completion: not in thinking mode (a format applied from token 0
+    would forbid the reasoning) and not for tool-call constraints — those need the turn grammar
+    (:func:`turn_grammar`); without it they run unconstrained, and recipe still validates the answer
+    and notes a mismatch.
     """
     c = req.constraint
     if c is None or c.kind not in ("json", "regex"):
@@ -87,8 +112,26 @@ def structured_output(req: EngineRequest) -> tuple[str, str] | None:
     return ("json", c.schema) if c.schema else ("json_object", "")
 
 
+async def turn_grammar(req: EngineRequest) -> OutputGrammar | None:
+    """The grammar of the whole turn to send at the ``full`` level (``req.grammar``), or None (a
+    lower level, no constraint, a family without a grammar builder, or a grammar that cannot be
+    built — logged; the request then goes out with :func:`structured_output`)."""
+    c = req.constraint
+    if c is None or req.constrain != "full":
+        return None
+    try:
+        if len(c.schema) > _INLINE_SCHEMA_CHARS:
+            return await asyncio.to_thread(lambda: c.grammar)
+        return c.grammar
+    except ValueError as exc:  # never for a request prepare accepted; the request still runs
+        _log.warning("request %s: no output grammar (%s); sending it without", req.request_id, exc)
+        return None
+
+
 class HTTPEngine:
-    """Base of the HTTP connectors: the client, POSTing a streamed request, error mapping.
+    """Base of the HTTP connectors: the client, POSTing a streamed request, error mapping, and the
+    grammar fallback (:meth:`generate`). A subclass implements :meth:`attempt` (one upstream request)
+    and may widen :meth:`refused`.
 
     Args:
         base_url: ``http://HOST:PORT`` (a path prefix is kept).
@@ -96,19 +139,70 @@ class HTTPEngine:
         name: the replica name.
         model: the engine's served model name to send, or None.
         headers: extra request headers (e.g. ``Authorization`` for a vLLM ``--api-key``).
+        grammar: how the turn grammar is sent (:data:`GrammarForm`), per the engine's grammar backend.
+
+    Attributes:
+        grammar_refusals: requests whose grammar this engine refused (each then ran at ``format``).
+
+    Raises:
+        ValueError: an unknown ``grammar`` form.
     """
 
     def __init__(self, base_url: str, *, timeouts: Timeouts = Timeouts(), name: str | None = None,
-                 model: str | None = None, headers: dict[str, str] | None = None) -> None:
+                 model: str | None = None, headers: dict[str, str] | None = None,
+                 grammar: str = "structural_tag") -> None:
+        if grammar not in GRAMMAR_FORMS:
+            raise ValueError(f"grammar={grammar!r}: want structural_tag or lark")
         self.base_url = base_url.rstrip("/")
         self.name = name or self.base_url
         self.model = model
+        self.grammar_form = grammar
+        self.grammar_refusals = 0
         connect = timeouts.connect
         self._client = httpx.AsyncClient(
             base_url=self.base_url, headers=headers,
             timeout=httpx.Timeout(None, connect=connect, write=connect, pool=connect),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
         )
+
+    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
+        """Stream ``request`` from the engine. At the ``full`` level the turn grammar goes with it; an
+        engine that refuses it before its first token (:meth:`refused`: no grammar backend, or one that
+        does not take this form) gets the request once more at ``format`` — the request is served,
+        with ``response_format`` enforced where the engine can, and :attr:`grammar_refusals` counts it
+        (the first refusal per engine is logged as a warning)."""
+        return self._generate(request)
+
+    async def _generate(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
+        grammar = await turn_grammar(req)
+        produced = False
+        while True:
+            it = self.attempt(req, grammar)
+            try:
+                async for delta in it:
+                    produced = True
+                    yield delta
+                return
+            except EngineError as err:
+                if grammar is None or produced or not self.refused(err):
+                    raise
+                self.grammar_refusals += 1
+                log = _log.warning if self.grammar_refusals == 1 else _log.info
+                log("engine %s refused the output grammar (%s); each request it refuses is sent once more without it "
+                    "(response_format only). Does its grammar backend take the grammar as %s (--engine …&grammar=)?",
+                    self.name, err.message, self.grammar_form)
+                req, grammar = req.at_level("format"), None
+            finally:
+                await it.aclose()
+
+    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+        """One upstream request for ``req`` carrying ``grammar`` (None: the plain format fields, if any)."""
+        raise NotImplementedError
+
+    def refused(self, err: EngineError) -> bool:
+        """Whether ``err``, raised before the first delta, is the engine refusing the request (its
+        400 / 422): with a grammar, the grammar is the likely cause."""
+        return err.kind == "bad_request"
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:

@@ -2,29 +2,38 @@
 
 Wire format (SGLang 0.5 ``GenerateReqInput`` and ``docs/basic_usage/sampling_params.md``): the
 request sends ``input_ids``, ``sampling_params`` (``max_new_tokens`` always, ``temperature``,
-``top_p``, ``stop_token_ids``, ``skip_special_tokens: false``, ``no_stop_trim: true``, and a
-``json_schema`` or ``regex`` constraint), ``stream``, ``rid`` (the request id), logprob fields and
+``top_p``, ``stop_token_ids``, ``skip_special_tokens: false``, ``no_stop_trim: true``, and one
+constraint: the turn grammar as ``structural_tag`` (JSON text; SGLang's default xgrammar backend)
+or, with ``&grammar=lark``, as ``ebnf`` (the llguidance Lark; ``--grammar-backend llguidance``), or a
+``response_format`` as ``json_schema`` / ``regex``), ``stream``, ``rid`` (the request id), logprob fields and
 ``cache_salt``. Each ``data:`` frame carries ``output_ids`` — cumulative by default, only the new
 ids with ``incremental_streaming_output``; both are handled (new ids are ``output_ids[seen:]`` when
 ``len(output_ids) == meta_info.completion_tokens``, else all of ``output_ids``) — and ``meta_info``
 (``finish_reason`` ``{"type": "stop"|"length"|"abort", …}``, ``prompt_tokens``, ``cached_tokens``).
 SGLang aborts a disconnected stream only after 2 s, so closing a request early also sends
-``POST /abort_request {"rid": …}``. The sampling seed is not forwarded.
+``POST /abort_request {"rid": …}``. The sampling seed is not forwarded. SGLang refuses a grammar it
+cannot compile (or any grammar, with ``--grammar-backend none`` or ``--skip-tokenizer-init``) inside
+the stream — an error frame or an ``abort`` finish before any id — which counts as a refusal for the
+grammar fallback (:meth:`~recipe.serve.engines.http.HTTPEngine.generate`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
 from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
 
+if TYPE_CHECKING:
+    from recipe.schema.turn import OutputGrammar
+
 __all__ = ["SGLangEngine", "sglang_body"]
 
 
-def sglang_body(req: EngineRequest) -> dict[str, Any]:
-    """The ``/generate`` request body for ``req``."""
+def sglang_body(req: EngineRequest, grammar: OutputGrammar | None = None, form: str = "structural_tag") -> dict[str, Any]:
+    """The ``/generate`` request body for ``req``: with ``grammar`` (the turn grammar, sent as
+    ``form``) its ``structural_tag`` / ``ebnf``, else the plain format fields when they apply."""
     params: dict[str, Any] = {
         "max_new_tokens": req.max_tokens,
         "temperature": req.temperature,
@@ -33,8 +42,14 @@ def sglang_body(req: EngineRequest) -> dict[str, Any]:
         "skip_special_tokens": False,
         "no_stop_trim": True,
     }
-    so = structured_output(req)
-    if so is not None:
+    so = None if grammar is not None else structured_output(req)
+    if grammar is not None:
+        if form == "lark":
+            params["ebnf"] = grammar.lark
+        else:
+            params["structural_tag"] = grammar.engine_fields("sglang")["structural_tag"]
+        params["stop_token_ids"] = list(dict.fromkeys([*req.stop_token_ids, *grammar.stop_token_ids]))
+    elif so is not None:
         kind, value = so
         if kind == "regex":
             params["regex"] = value
@@ -70,14 +85,19 @@ class SGLangEngine(HTTPEngine):
 
     path = "/generate"
 
-    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
-        """Stream ``request`` from SGLang."""
-        return self._generate(request)
+    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+        """One ``/generate`` stream for ``req`` (see :meth:`HTTPEngine.generate`)."""
+        return self._attempt(req, grammar)
 
-    async def _generate(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
+    def refused(self, err: EngineError) -> bool:
+        """A 400 / 422, or an error frame / ``abort`` finish before any id (how SGLang refuses a
+        grammar: it compiles grammars in its scheduler, after the stream has started)."""
+        return err.kind == "bad_request" or (err.kind == "failed" and err.engine_status is None)
+
+    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
         finished = False
         try:
-            async with self.stream(self.path, sglang_body(req)) as response:
+            async with self.stream(self.path, sglang_body(req, grammar, self.grammar_form)) as response:
                 seen = 0
                 async for obj in sse_objects(response):
                     err = obj.get("error")

@@ -5,8 +5,12 @@ sends ``prompt`` as token ids, ``max_tokens`` always (vLLM defaults it to 16), `
 ``stream_options.include_usage``, ``return_token_ids`` (each chunk's ``choices[0].token_ids`` holds
 that chunk's new ids), ``skip_special_tokens: false``, ``stop_token_ids``, sampling, ``logprobs``
 with ``return_tokens_as_token_ids`` (alternatives keyed ``"token_id:N"``), ``cache_salt`` (the
-tenant's) and JSON / regex constraints in ``structured_outputs`` (the ``guided_*`` fields were
-removed in v0.12 and would be ignored). The usage chunk (``choices: []``) carries
+tenant's) and the constraint in ``structured_outputs`` — exactly one of its fields (the ``guided_*``
+fields were removed in v0.12 and would be ignored): the turn grammar as ``structural_tag`` (the
+structural-tag JSON text; vLLM's xgrammar backend, which its default ``auto`` picks for it) or, with
+``&grammar=lark``, as ``grammar`` (the llguidance Lark; the ``guidance`` backend, which ``auto``
+falls back to for it because xgrammar cannot convert it to EBNF); or a ``response_format`` as
+``json`` / ``json_object`` / ``regex``. The usage chunk (``choices: []``) carries
 ``prompt_tokens_details.cached_tokens`` when vLLM runs with ``--enable-prompt-tokens-details``; the
 connector holds the finishing delta until it arrives, so the final usage has the engine's count.
 Cancelling closes the HTTP stream: vLLM aborts a request whose client went away.
@@ -15,18 +19,27 @@ Cancelling closes the HTTP stream: vLLM aborts a request whose client went away.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
 from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
+
+if TYPE_CHECKING:
+    from recipe.schema.turn import OutputGrammar
 
 __all__ = ["VLLMEngine", "vllm_body"]
 
 _FINISH = {"stop": "stop", "length": "length"}
 
 
-def vllm_body(req: EngineRequest, model: str | None = None) -> dict[str, Any]:
-    """The ``/v1/completions`` request body for ``req``."""
+#: GrammarForm -> the OutputGrammar.engine_fields name whose ``structured_outputs`` carries it.
+_FIELDS = {"structural_tag": "vllm", "lark": "vllm-guidance"}
+
+
+def vllm_body(req: EngineRequest, model: str | None = None, grammar: OutputGrammar | None = None,
+              form: str = "structural_tag") -> dict[str, Any]:
+    """The ``/v1/completions`` request body for ``req``: with ``grammar`` (the turn grammar, sent as
+    ``form``) its ``structured_outputs``, else the plain format fields when they apply."""
     body: dict[str, Any] = {
         "prompt": list(req.token_ids),
         "max_tokens": req.max_tokens,
@@ -48,6 +61,11 @@ def vllm_body(req: EngineRequest, model: str | None = None) -> dict[str, Any]:
         body["return_tokens_as_token_ids"] = True
     if req.cache_salt:
         body["cache_salt"] = req.cache_salt
+    if grammar is not None:
+        fields = grammar.engine_fields(_FIELDS[form])  # type: ignore[arg-type]
+        body["structured_outputs"] = fields["structured_outputs"]
+        body["stop_token_ids"] = list(dict.fromkeys([*req.stop_token_ids, *fields["stop_token_ids"]]))
+        return body
     so = structured_output(req)
     if so is not None:
         kind, value = so
@@ -89,12 +107,12 @@ class VLLMEngine(HTTPEngine):
 
     path = "/v1/completions"
 
-    def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
-        """Stream ``request`` from vLLM."""
-        return self._generate(request)
+    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+        """One ``/v1/completions`` stream for ``req`` (see :meth:`HTTPEngine.generate`)."""
+        return self._attempt(req, grammar)
 
-    async def _generate(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
-        async with self.stream(self.path, vllm_body(req, self.model)) as response:
+    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+        async with self.stream(self.path, vllm_body(req, self.model, grammar, self.grammar_form)) as response:
             held: EngineDelta | None = None
             prompt: int | None = None
             async for obj in sse_objects(response):
