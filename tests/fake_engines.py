@@ -30,6 +30,15 @@ Grammars are checked the way each engine's grammar backend takes them (``backend
   its scheduler, so a refusal comes inside the stream: ``data: {"error": …}`` before any id. Here a
   ``structural_tag`` beside ``json_schema`` / ``regex`` / ``ebnf`` is refused too (SGLang would
   silently drop it for the other).
+
+Where llguidance is installed, a fake also holds its output to the constraint it received, as a
+constraining engine would: a Lark grammar (vLLM ``grammar``, SGLang ``ebnf``), a JSON schema
+(vLLM ``json`` / ``json_object``, SGLang ``json_schema``) or a ``regex`` is compiled with llguidance
+on recipe's vocabulary (DeepSeek-V4, EOS id 1). A scripted output the grammar rejects is answered
+with an error frame naming the id and recorded in :attr:`Seen.violations` (a real engine could never
+have sampled it); with ``Script(sample=True)`` the fake samples its own output under the grammar's
+mask (a seeded random walk, as a constrained decoder would). The structural tag is checked for shape
+only (its matcher, xgrammar, is not a test dependency).
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+import importlib.util
+import random
 from typing import Any, Literal
 
 import orjson
@@ -166,6 +177,95 @@ def sglang_grammar_error(sp: dict[str, Any], backend: str) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- sampling under a grammar
+
+HAVE_LLGUIDANCE = importlib.util.find_spec("llguidance") is not None
+_EOS = 1
+
+
+def ll_spec(fields: dict[str, Any]) -> str | None:
+    """The llguidance grammar for the constraint in ``fields`` (a vLLM ``structured_outputs`` or an
+    SGLang ``sampling_params``), or None (none given, a structural tag, or no llguidance)."""
+    if not HAVE_LLGUIDANCE:
+        return None
+    from llguidance import LLMatcher
+
+    lark = fields.get("grammar") if fields.get("grammar") is not None else fields.get("ebnf")
+    if lark is not None:
+        return LLMatcher.grammar_from_lark(lark)
+    schema = fields.get("json") if fields.get("json") is not None else fields.get("json_schema")
+    if fields.get("json_object"):
+        schema = {"type": "object"}
+    if schema is not None:
+        return LLMatcher.grammar_from_json_schema(schema if isinstance(schema, str) else orjson.dumps(schema).decode())
+    if fields.get("regex") is not None:
+        return LLMatcher.grammar_from_regex(fields["regex"])
+    return None
+
+
+class GrammarMatcher:
+    """llguidance's matcher for one output, with the interface ``grammar_support.walk`` samples with."""
+
+    def __init__(self, spec: str) -> None:
+        import llguidance
+        from recipe.schema.constrain import ll_tokenizer
+        from recipe.tokenizer import load_tokenizer
+
+        tok = load_tokenizer()
+        self.n_vocab = tok.n_vocab
+        self.m = llguidance.LLMatcher(ll_tokenizer(tok), spec, log_level=0)
+        if self.m.is_error():
+            raise ValueError(f"llguidance: {self.m.get_error()}")
+        self.finished = False
+
+    def accept(self, t: int) -> bool:
+        if self.finished:
+            return False
+        if t == _EOS:
+            self.finished = bool(self.m.is_accepting() and self.m.consume_token(t))
+            return self.finished
+        return self.m.try_consume_tokens([t]) == 1
+
+    def forced(self) -> list[int]:
+        return [] if self.finished else list(self.m.compute_ff_tokens())
+
+    def mask(self) -> Any:
+        import numpy as np
+
+        out = np.zeros((self.n_vocab + 31) // 32, dtype=np.int32)
+        self.m.unsafe_compute_mask_ptr(out.ctypes.data, out.nbytes)
+        return out
+
+    def allowed(self, mask: Any) -> Any:
+        import numpy as np
+
+        return np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[: self.n_vocab])
+
+
+def constrained_output(script: Script, seen: Seen, fields: dict[str, Any] | None) -> tuple[list[int], str | None]:
+    """The ids this request generates and, if the scripted ones break its grammar, why (see the
+    module docstring)."""
+    spec = ll_spec(fields) if fields else None
+    if spec is None:
+        return script.ids, None
+    m = GrammarMatcher(spec)
+    if script.sample:
+        from grammar_support import walk
+
+        ids = walk(m, random.Random(script.seed), script.budget)
+        if ids is None:
+            seen.violations.append("the sampled output did not end within the budget")
+            return [], seen.violations[-1]
+        seen.sampled.append(ids)
+        return ids, None
+    for k, t in enumerate(script.ids):
+        if not m.accept(t):
+            seen.violations.append(f"id {t} at {k} is outside the grammar: {m.m.get_error() or 'not allowed there'}")
+            return script.ids[:k], seen.violations[-1]
+    seen.checked += 1
+    return script.ids, None
+
+
 class StructuredOutputs(_Strict):
     json_: Any = Field(None, alias="json")
     regex: str | None = None
@@ -261,6 +361,8 @@ class Script:
         after: frames sent before a mid-stream fault.
         delay: seconds between frames.
         incremental: SGLang: delta ``output_ids`` instead of cumulative.
+        sample: with a grammar llguidance takes, sample the output under its mask instead of
+            playing ``ids`` (seeded by ``seed``, at most ``budget`` ids).
     """
 
     ids: list[int]
@@ -271,6 +373,9 @@ class Script:
     after: int = 2
     delay: float = 0.0
     incremental: bool = False
+    sample: bool = False
+    seed: int = 0
+    budget: int = 300
 
 
 @dataclass
@@ -281,19 +386,28 @@ class Seen:
     gone: list[float] = field(default_factory=list)  # perf_counter when a streaming client went away
     aborts: list[tuple[float, str]] = field(default_factory=list)
     finished: int = 0
+    checked: int = 0  # scripted outputs llguidance accepted under the request's grammar
+    violations: list[str] = field(default_factory=list)  # scripted outputs it rejected
+    sampled: list[list[int]] = field(default_factory=list)  # outputs sampled under the grammar
 
 
 def _frame(obj: Any) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
+async def _broken(why: str) -> Any:
+    """A stream that ends at once with an error frame: the scripted output broke the grammar."""
+    yield _frame({"error": {"message": f"fake engine: the scripted output breaks the request's grammar: {why}",
+                            "type": "InternalServerError", "code": 500}})
+    yield b"data: [DONE]\n\n"
+
+
 def _invalid(exc: Exception) -> Response:
     return JSONResponse({"error": {"message": str(exc), "type": "BadRequestError", "param": None, "code": 400}}, status_code=400)
 
 
-async def _frames(script: Script, seen: Seen, make: Any) -> Any:
-    """The body iterator shared by both fakes: frames from ``make(start, end, last)``, faults."""
-    ids = script.ids
+async def _frames(script: Script, seen: Seen, make: Any, ids: list[int]) -> Any:
+    """The body iterator shared by both fakes: frames of ``ids`` from ``make(start, end, last)``, faults."""
     n = len(ids)
     sent = 0
     try:
@@ -349,16 +463,19 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
             return JSONResponse({"error": {"message": "queue full", "type": "TooManyRequests", "code": 429}}, status_code=429)
         if not req.stream:
             return _invalid(ValueError("this fake only streams"))
+        out, broken = constrained_output(script, seen, raw.get("structured_outputs"))
+        if broken is not None:
+            return StreamingResponse(_broken(broken), media_type="text/event-stream")
         base = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": req.model or "m"}
 
         def make(start: int, end: int, last: bool | None) -> list[bytes]:
             if last is None:
-                usage = {"prompt_tokens": len(req.prompt), "completion_tokens": len(script.ids),
-                         "total_tokens": len(req.prompt) + len(script.ids),
+                usage = {"prompt_tokens": len(req.prompt), "completion_tokens": len(out),
+                         "total_tokens": len(req.prompt) + len(out),
                          "prompt_tokens_details": {"cached_tokens": script.cached}}
                 return ([_frame({**base, "choices": [], "usage": usage})] if req.stream_options and req.stream_options.include_usage
                         else []) + [b"data: [DONE]\n\n"]
-            ids = script.ids[start:end]
+            ids = out[start:end]
             choice: dict[str, Any] = {"index": 0, "text": "", "token_ids": ids, "finish_reason": script.finish if last else None,
                                       "stop_reason": None, "logprobs": None}
             if start == 0:
@@ -369,14 +486,16 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
                                       "text_offset": [0] * len(ids)}
             return [_frame({**base, "choices": [choice], "usage": None})]
 
-        return StreamingResponse(_frames(script, seen, make), media_type="text/event-stream")
+        return StreamingResponse(_frames(script, seen, make, out), media_type="text/event-stream")
 
     return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"])])
 
 
-def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar") -> Starlette:
+def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar", refusal: str = "error_frame") -> Starlette:
     """A fake SGLang ``/generate`` + ``/abort_request`` with the grammar ``backend`` (``--grammar-backend``:
-    xgrammar, llguidance, none; see the module docstring)."""
+    xgrammar, llguidance, none; see the module docstring). ``refusal``: how a refused grammar comes
+    back — ``error_frame`` (``data: {"error": …}``, SGLang raising ``ValueError`` in the stream) or
+    ``abort`` (a frame whose ``finish_reason`` is the abort with ``status_code`` 400)."""
 
     async def generate(request: Request) -> Response:
         raw = await request.json()
@@ -390,16 +509,24 @@ def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar") -> Starlet
         if not req.stream:
             return _invalid(ValueError("this fake only streams"))
         refused = sglang_grammar_error(raw["sampling_params"], backend)
-        if refused is not None:  # the scheduler aborts it: a ValueError in the stream, before any id
+        if refused is not None:  # the scheduler aborts it (FINISH_ABORT, 400) before any id
             async def error() -> Any:
-                yield _frame({"error": {"message": refused}})
+                if refusal == "abort":  # newer SGLang: the abort finish itself, in the stream
+                    fin = {"type": "abort", "message": refused, "status_code": 400, "err_type": "BadRequestError"}
+                    yield _frame({"output_ids": [], "meta_info": {"id": req.rid, "finish_reason": fin,
+                                  "prompt_tokens": 1, "completion_tokens": 0, "cached_tokens": 0}})
+                else:  # the tokenizer manager raises ValueError: an error frame
+                    yield _frame({"error": {"message": refused}})
                 yield b"data: [DONE]\n\n"
             return StreamingResponse(error(), media_type="text/event-stream")
+        ids, broken = constrained_output(script, seen, raw["sampling_params"])
+        if broken is not None:
+            return StreamingResponse(_broken(broken), media_type="text/event-stream")
 
         def make(start: int, end: int, last: bool | None) -> list[bytes]:
             if last is None:
                 return [b"data: [DONE]\n\n"]
-            out = script.ids[start:end] if script.incremental else script.ids[:end]
+            out = ids[start:end] if script.incremental else ids[:end]
             fin = None
             if last:
                 fin = {"type": script.finish, "matched": 1} if script.finish == "stop" else (
@@ -409,11 +536,11 @@ def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar") -> Starlet
                                     "completion_tokens": end, "cached_tokens": script.cached}
             if req.return_logprob:
                 span = range(start, end) if script.incremental else range(end)
-                meta["output_token_logprobs"] = [[-0.25, script.ids[i], None] for i in span]
-                meta["output_top_logprobs"] = [[[-0.25, script.ids[i], None], [-3.0, 9, None]] for i in span]
+                meta["output_token_logprobs"] = [[-0.25, ids[i], None] for i in span]
+                meta["output_top_logprobs"] = [[[-0.25, ids[i], None], [-3.0, 9, None]] for i in span]
             return [_frame({"output_ids": out, "meta_info": meta})]
 
-        return StreamingResponse(_frames(script, seen, make), media_type="text/event-stream")
+        return StreamingResponse(_frames(script, seen, make, ids), media_type="text/event-stream")
 
     async def abort(request: Request) -> Response:
         body = await request.json()

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import jsonschema
 import pytest
-from fake_engines import Script, Seen, check_structural_tag, check_vllm_grammar, sglang_app, vllm_app
+from fake_engines import HAVE_LLGUIDANCE, Script, Seen, check_structural_tag, check_vllm_grammar, sglang_app, vllm_app
 from grammar_support import DSML_ID, EOS_ID, PREFER, THINK_END_ID
 from serve_support import MODEL, TOOL_TURN, running
 
@@ -160,8 +160,6 @@ def test_levels_and_specs_are_checked():
     assert (constraint_at(c, "full"), constraint_at(c, "format"), constraint_at(c, "off")) == (c, None, None)
     j = _prep("json-schema", False).output_constraint
     assert constraint_at(j, "format") is j
-    lowered = _request(prep, "full").at_level("format")
-    assert lowered.constrain == "format" and lowered.constraint is None and lowered.token_ids == prep.token_ids
     for bad in (lambda: constraint_at(c, "strict"), lambda: ServeConfig(constrain="all")):
         with pytest.raises(ValueError):
             bad()
@@ -189,11 +187,13 @@ NAMED = {"type": "function", "function": {"name": "get_weather"}}
 
 
 @contextmanager
-def served(kind: str, backend: str, spec_query: str = "", script: Script | None = None, **config: Any):
+def served(kind: str, backend: str, spec_query: str = "", script: Script | None = None, options: Any = None,
+           **config: Any):
     seen = Seen()
     script = script or Script(TOK.encode_with_special_tokens(TOOL_TURN), chunk=4)
     with running(APPS[kind](script, seen, backend)) as fake:
-        app = recipe.serve.app(f"{kind}+{fake.url}{spec_query}", config=ServeConfig(**config))
+        app = recipe.serve.app(f"{kind}+{fake.url}{spec_query}", options=options or DEFAULT_OPTIONS,
+                               config=ServeConfig(**config))
         with running(app) as s:
             yield s, seen, s.state.pool.replicas[0].engine
 
@@ -209,60 +209,144 @@ def _grammar_field(kind: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind, backend, query, field", [
-    ("vllm", "auto", "", "structural_tag"),
+    ("vllm", "auto", "", "structural_tag"),      # the defaults: vLLM's default backend, recipe's default form
     ("vllm", "xgrammar", "", "structural_tag"),
-    ("vllm", "auto", "?grammar=lark", "grammar"),
     ("vllm", "guidance", "?grammar=lark", "grammar"),
     ("sglang", "xgrammar", "", "structural_tag"),
     ("sglang", "llguidance", "?grammar=lark", "ebnf"),
 ])
 def test_the_grammar_reaches_each_engine_backend(kind, backend, query, field):
-    with served(kind, backend, query) as (s, seen, engine):
+    """Whole and streamed, auto and named: the engine gets exactly ``recipe.output_grammar``'s grammar
+    in the field its backend takes; where that is Lark the fake holds its output to it (llguidance)."""
+    script = Script(TOK.encode_with_special_tokens(TOOL_TURN), chunk=4)
+    with served(kind, backend, query, script=script) as (s, seen, engine):
         client = _client(s.url)
         c = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER, TIME])
+        script.ids = _named_turn_script().ids
         with client.chat.completions.stream(model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice=NAMED) as st:
             for _ in st:
                 pass
             streamed = st.get_final_completion()
-    for done in (c, streamed):
-        call = done.choices[0].message.tool_calls[0]
-        assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
-    assert len(seen.bodies) == 2 and engine.grammar_refusals == 0
+    whole_call = c.choices[0].message.tool_calls[0]
+    assert whole_call.function.name == "get_weather" and json.loads(whole_call.function.arguments) == {"city": "Paris"}
+    # named: the prompt opened the call block (no thinking), so the engine wrote only the invoke
+    named_call = streamed.choices[0].message.tool_calls[0]
+    assert streamed.choices[0].finish_reason == "tool_calls" and named_call.function.name == "get_weather"
+    assert json.loads(named_call.function.arguments) == {"city": "Paris"}
+    assert len(seen.bodies) == 2 and engine.grammar_refusals == 0 and seen.violations == []
     bodies = [{"model": MODEL, "messages": QUESTION, "tools": [WEATHER, TIME]},
               {"model": MODEL, "messages": QUESTION, "tools": [WEATHER], "tool_choice": NAMED}]
     for sent, asked in zip(seen.bodies, bodies):
         g = recipe.output_grammar(recipe.prepare(asked))
         assert _grammar_field(kind, sent) == {field: g.lark if field in ("grammar", "ebnf") else g.structural_tag}
+    if field != "structural_tag" and HAVE_LLGUIDANCE:
+        assert seen.checked == 2  # both scripted outputs are inside the Lark the engine received
 
 
-@pytest.mark.parametrize("kind, backend, query", [
-    ("vllm", "outlines", ""),           # no grammar backend at all
-    ("vllm", "xgrammar", "?grammar=lark"),  # a backend that does not take this form
-    ("vllm", "guidance", ""),
-    ("sglang", "none", ""),             # --grammar-backend none / --skip-tokenizer-init: refused in the stream
-    ("sglang", "llguidance", ""),
-])
-def test_an_engine_that_refuses_the_grammar_still_serves_the_request(kind, backend, query):
-    with served(kind, backend, query) as (s, seen, engine):
+def _named_turn_script() -> Script:
+    """What a model writes for the named call after the prompt opened the block (invoke, close, EOS)."""
+    body = TOOL_TURN.split("<｜DSML｜tool_calls>\n", 1)[1]
+    return Script(TOK.encode_with_special_tokens(body), chunk=4)
+
+
+REFUSING = [
+    ("vllm", "outlines", "", "error_frame"),            # no grammar backend that takes either form
+    ("vllm", "xgrammar", "?grammar=lark", "error_frame"),  # a backend that does not take this form
+    ("vllm", "guidance", "", "error_frame"),
+    ("sglang", "none", "", "error_frame"),              # --grammar-backend none / --skip-tokenizer-init
+    ("sglang", "llguidance", "", "error_frame"),        # older SGLang: ValueError -> an error frame
+    ("sglang", "llguidance", "", "abort"),              # newer SGLang: an abort finish with status 400
+]
+
+
+@pytest.mark.parametrize("kind, backend, query, refusal", REFUSING)
+def test_an_engine_refusing_the_grammar_is_the_apis_own_400(kind, backend, query, refusal):
+    """Whole and streamed, through both SDKs: a 400 ``invalid_request_error`` that names the form sent
+    and the way out — never a 500, never an unconstrained answer; a request without a constraint is
+    still served."""
+    anthropic = pytest.importorskip("anthropic")
+    seen = Seen()
+    app = (vllm_app(Script(TOK.encode_with_special_tokens(TOOL_TURN)), seen, backend) if kind == "vllm" else
+           sglang_app(Script(TOK.encode_with_special_tokens(TOOL_TURN)), seen, backend, refusal))
+    with running(app) as fake, running(recipe.serve.app(f"{kind}+{fake.url}{query}")) as s:
         client = _client(s.url)
-        c = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER])
-        call = c.choices[0].message.tool_calls[0]
-        assert json.loads(call.function.arguments) == {"city": "Paris"}
-        assert engine.grammar_refusals == 1 and len(seen.bodies) == 2
-        assert _grammar_field(kind, seen.bodies[0]) and not _grammar_field(kind, seen.bodies[1])
-        plain = client.chat.completions.create(model=MODEL, messages=QUESTION)  # nothing to constrain: one request
-        assert plain.choices[0].message.content and len(seen.bodies) == 3 and engine.grammar_refusals == 1
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as err:
+                r = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER], stream=stream)
+                for _ in r if stream else ():
+                    pass
+            body = err.value.body
+            assert err.value.status_code == 400 and body["type"] == "invalid_request_error"
+            assert body["code"] == "engine_rejected" and "--constrain" in body["message"] and "&grammar=" in body["message"]
+        ant = anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0)
+        with pytest.raises(anthropic.BadRequestError) as aerr:
+            ant.messages.create(model=MODEL, max_tokens=256, messages=QUESTION,
+                                tools=[{"name": "get_weather", "input_schema": WEATHER_SCHEMA}])
+        assert aerr.value.status_code == 400 and aerr.value.body["error"]["type"] == "invalid_request_error"
+        with pytest.raises(openai.BadRequestError):
+            client.responses.create(model=MODEL, input="What is the weather in Paris?", tools=[{
+                "type": "function", "name": "get_weather", "parameters": WEATHER_SCHEMA, "strict": True}])
+        assert len(seen.bodies) == 4 and all(_grammar_field(kind, b) for b in seen.bodies)
+        assert s.state.pool.replicas[0].engine.grammar_refusals == 4
+        plain = client.chat.completions.create(model=MODEL, messages=QUESTION)  # nothing to constrain
+        assert plain.choices[0].message.content is not None and not _grammar_field(kind, seen.bodies[-1])
 
 
-def test_a_refused_grammar_is_retried_once_and_a_second_failure_is_the_error():
-    """vLLM's outlines backend refuses the grammar (400), then the retry without it fails too (a 500):
-    the client gets that failure, after exactly two engine requests."""
-    with served("vllm", "outlines", script=Script([], fault="status500")) as (s, seen, engine):
-        with pytest.raises(openai.APIStatusError) as err:
+def test_a_script_outside_the_grammar_is_caught_by_the_fake():
+    """The fakes' llguidance check can fail: a call to an undeclared tool is refused as a real
+    constrained engine could never have sampled it."""
+    if not HAVE_LLGUIDANCE:
+        pytest.skip("needs llguidance")
+    wrong = Script(TOK.encode_with_special_tokens(TOOL_TURN.replace("get_weather", "get_wether")))
+    with served("vllm", "guidance", "?grammar=lark", script=wrong) as (s, seen, _):
+        with pytest.raises(openai.APIError):
             _client(s.url).chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER])
-    assert err.value.status_code == 502 and "engine crashed" in str(err.value)
-    assert len(seen.bodies) == 2 and engine.grammar_refusals == 1
-    assert _grammar_field("vllm", seen.bodies[0]) and not _grammar_field("vllm", seen.bodies[1])
+    assert len(seen.violations) == 1 and "outside the grammar" in seen.violations[0] and seen.checked == 0
+
+
+SAMPLED = [
+    ("vllm", "guidance", "?grammar=lark"),
+    ("sglang", "llguidance", "?grammar=lark"),
+]
+
+
+@pytest.mark.skipif(not HAVE_LLGUIDANCE, reason="sampling under the grammar needs llguidance (test extra)")
+@pytest.mark.parametrize("kind, backend, query", SAMPLED)
+def test_engines_sampling_under_the_grammar_give_valid_answers_through_both_sdks(kind, backend, query):
+    """The fake samples each output at random under the Lark it received (a constrained decoder with
+    a random model): a required call after reasoning, a named call, a JSON answer — each comes back
+    through the official SDKs as a declared tool with schema-valid arguments, or schema-valid JSON."""
+    anthropic = pytest.importorskip("anthropic")
+    schemas = {"get_weather": WEATHER_SCHEMA, "get_time": TIME["function"]["parameters"]}
+    with served(kind, backend, query, script=Script([], sample=True, seed=11, chunk=3), options=KEEP_THINKING) as (s, seen, _):
+        client = _client(s.url)
+        required = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER, TIME], tool_choice="required")
+        named = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER, TIME], tool_choice=NAMED,
+                                               reasoning_effort="none", stream=True)
+        named_calls: dict[int, list[str]] = {}
+        for ch in named:
+            for tc in (ch.choices[0].delta.tool_calls or []) if ch.choices else []:
+                entry = named_calls.setdefault(tc.index, ["", ""])
+                entry[0] += tc.function.name or ""
+                entry[1] += tc.function.arguments or ""
+        fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": ANSWER, "strict": True}}
+        answer = client.chat.completions.create(model=MODEL, messages=QUESTION, response_format=fmt)
+        ant = anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0).messages.create(
+            model=MODEL, max_tokens=400, messages=QUESTION, tool_choice={"type": "tool", "name": "get_time"},
+            tools=[{"name": n, "input_schema": sch} for n, sch in schemas.items()])
+    assert seen.violations == [] and len(seen.sampled) == 4 and all(ids[-1] == EOS_ID for ids in seen.sampled)
+    msg = required.choices[0].message
+    assert required.choices[0].finish_reason == "tool_calls" and msg.reasoning_content is not None
+    for call in msg.tool_calls:
+        jsonschema.validate(json.loads(call.function.arguments), schemas[call.function.name])
+    assert named_calls and all(n == "get_weather" for n, _ in named_calls.values())
+    for _, args in named_calls.values():
+        jsonschema.validate(json.loads(args), WEATHER_SCHEMA)
+    jsonschema.validate(json.loads(answer.choices[0].message.content), ANSWER)
+    uses = [b for b in ant.content if b.type == "tool_use"]  # ("any" is auto for DeepSeek: a named tool forces)
+    assert ant.stop_reason == "tool_use" and uses and {b.name for b in uses} == {"get_time"}
+    for b in uses:  # Messages tools are not strict: declared names, typed as declared, none required
+        jsonschema.validate(b.input, {**schemas[b.name], "required": []})
 
 
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])

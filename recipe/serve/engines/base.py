@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from recipe.api.prepared import PreparedRequest
@@ -114,15 +113,6 @@ class EngineRequest:
         """
         c = self.constraint
         return None if c is None else c.grammar
-
-    def at_level(self, constrain: str) -> EngineRequest:
-        """This request at another constrain level (a connector lowers ``full`` to ``format`` when
-        its engine refuses the grammar).
-
-        Raises:
-            ValueError: an unknown level.
-        """
-        return replace(self, constraint=constraint_at(self.constraint, constrain), constrain=constrain)
 
 
 @dataclass(frozen=True, slots=True)

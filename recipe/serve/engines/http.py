@@ -6,8 +6,10 @@ Constraints, by the request's level (``recipe serve --constrain``, :data:`~recip
 ConstrainLevel`): at ``full`` the connector sends the grammar of the whole turn (:func:`turn_grammar`)
 in the form its engine's grammar backend takes (:data:`GRAMMAR_FORMS`: the xgrammar structural tag,
 or the llguidance Lark); at ``format``, or for a constraint without a grammar, a ``response_format``
-in the engine's plain JSON / regex fields (:func:`structured_output`). An engine that refuses the
-grammar before its first token gets the request once more at ``format`` (:meth:`HTTPEngine.generate`).
+in the engine's plain JSON / regex fields (:func:`structured_output`); at ``off`` nothing. An engine
+that refuses the grammar (its 400, or SGLang's in-stream refusal) fails the request with a
+``bad_request`` error that says what was sent and how to change it: the client gets the API's own
+400, never a 500 and never an answer silently produced without the grammar it was promised.
 
 Read timeouts are the server's (first token, idle gap, total: :class:`recipe.serve.guard.Guard`);
 the client itself only bounds connecting, writing and waiting for a pooled connection.
@@ -34,11 +36,12 @@ __all__ = ["HTTPEngine", "sse_objects", "map_status", "structured_output", "turn
 
 _log = logging.getLogger(__name__)
 
-#: How a connector sends the turn grammar: ``structural_tag`` (xgrammar's structural tag: vLLM
-#: ``structured_outputs.structural_tag`` with the xgrammar or auto backend, SGLang
-#: ``sampling_params.structural_tag`` with its default xgrammar backend) or ``lark`` (llguidance
-#: Lark: vLLM ``structured_outputs.grammar`` with the guidance or auto backend, SGLang
-#: ``sampling_params.ebnf`` with ``--grammar-backend llguidance``).
+#: How a connector sends the turn grammar: ``structural_tag`` (the default: xgrammar's structural
+#: tag, taken by both engines' default grammar backends — vLLM ``structured_outputs.structural_tag``
+#: with its ``auto`` or ``xgrammar`` backend, SGLang ``sampling_params.structural_tag`` with its
+#: default ``xgrammar``) or ``lark`` (llguidance Lark: vLLM ``structured_outputs.grammar`` with
+#: ``--structured-outputs-config.backend guidance``, SGLang ``sampling_params.ebnf`` with
+#: ``--grammar-backend llguidance``).
 GrammarForm = Literal["structural_tag", "lark"]
 GRAMMAR_FORMS: tuple[str, ...] = ("structural_tag", "lark")
 #: Tool schemas longer than this (characters) have their grammar built in a worker thread, so a
@@ -130,8 +133,7 @@ async def turn_grammar(req: EngineRequest) -> OutputGrammar | None:
 
 class HTTPEngine:
     """Base of the HTTP connectors: the client, POSTing a streamed request, error mapping, and the
-    grammar fallback (:meth:`generate`). A subclass implements :meth:`attempt` (one upstream request)
-    and may widen :meth:`refused`.
+    turn grammar (:meth:`generate`). A subclass implements :meth:`attempt` (one upstream request).
 
     Args:
         base_url: ``http://HOST:PORT`` (a path prefix is kept).
@@ -142,7 +144,8 @@ class HTTPEngine:
         grammar: how the turn grammar is sent (:data:`GrammarForm`), per the engine's grammar backend.
 
     Attributes:
-        grammar_refusals: requests whose grammar this engine refused (each then ran at ``format``).
+        grammar_refusals: requests carrying the grammar that this engine refused (the first is logged
+            as a warning).
 
     Raises:
         ValueError: an unknown ``grammar`` form.
@@ -166,43 +169,43 @@ class HTTPEngine:
         )
 
     def generate(self, request: EngineRequest) -> AsyncIterator[EngineDelta]:
-        """Stream ``request`` from the engine. At the ``full`` level the turn grammar goes with it; an
-        engine that refuses it before its first token (:meth:`refused`: no grammar backend, or one that
-        does not take this form) gets the request once more at ``format`` — the request is served,
-        with ``response_format`` enforced where the engine can, and :attr:`grammar_refusals` counts it
-        (the first refusal per engine is logged as a warning)."""
+        """Stream ``request`` from the engine, with the turn grammar at the ``full`` level.
+
+        Raises:
+            EngineError: as :meth:`attempt`; an engine's refusal (``bad_request``) of a request that
+                carried the grammar names the form sent and the ways to change it.
+        """
         return self._generate(request)
 
     async def _generate(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
         grammar = await turn_grammar(req)
+        it = self.attempt(req, grammar)
         produced = False
-        while True:
-            it = self.attempt(req, grammar)
-            try:
-                async for delta in it:
-                    produced = True
-                    yield delta
-                return
-            except EngineError as err:
-                if grammar is None or produced or not self.refused(err):
-                    raise
-                self.grammar_refusals += 1
-                log = _log.warning if self.grammar_refusals == 1 else _log.info
-                log("engine %s refused the output grammar (%s); each request it refuses is sent once more without it "
-                    "(response_format only). Does its grammar backend take the grammar as %s (--engine …&grammar=)?",
-                    self.name, err.message, self.grammar_form)
-                req, grammar = req.at_level("format"), None
-            finally:
-                await it.aclose()
+        try:
+            async for delta in it:
+                produced = True
+                yield delta
+        except EngineError as err:
+            if grammar is None or produced or err.kind != "bad_request":
+                raise
+            self.grammar_refusals += 1
+            if self.grammar_refusals == 1:
+                _log.warning("engine %s refused a request carrying the output grammar (%s): %s", self.name,
+                             self.grammar_form, err.message)
+            raise EngineError("bad_request", f"{err.message} (recipe sent the {grammar.mode} output grammar as "
+                              f"{self.grammar_form}: if this engine's grammar backend does not take that form, set "
+                              f"the engine spec's &grammar= (structural_tag or lark), or run recipe serve with "
+                              f"--constrain format or off)", err.engine_status) from None
+        finally:
+            await it.aclose()
 
     def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
-        """One upstream request for ``req`` carrying ``grammar`` (None: the plain format fields, if any)."""
-        raise NotImplementedError
+        """One upstream request for ``req`` carrying ``grammar`` (None: the plain format fields, if any).
 
-    def refused(self, err: EngineError) -> bool:
-        """Whether ``err``, raised before the first delta, is the engine refusing the request (its
-        400 / 422): with a grammar, the grammar is the likely cause."""
-        return err.kind == "bad_request"
+        Raises:
+            EngineError: the engine's failures (:meth:`stream`, :func:`map_status`, the stream's own).
+        """
+        raise NotImplementedError
 
     @contextlib.asynccontextmanager
     async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:

@@ -11,10 +11,12 @@ ids with ``incremental_streaming_output``; both are handled (new ids are ``outpu
 ``len(output_ids) == meta_info.completion_tokens``, else all of ``output_ids``) — and ``meta_info``
 (``finish_reason`` ``{"type": "stop"|"length"|"abort", …}``, ``prompt_tokens``, ``cached_tokens``).
 SGLang aborts a disconnected stream only after 2 s, so closing a request early also sends
-``POST /abort_request {"rid": …}``. The sampling seed is not forwarded. SGLang refuses a grammar it
-cannot compile (or any grammar, with ``--grammar-backend none`` or ``--skip-tokenizer-init``) inside
-the stream — an error frame or an ``abort`` finish before any id — which counts as a refusal for the
-grammar fallback (:meth:`~recipe.serve.engines.http.HTTPEngine.generate`).
+``POST /abort_request {"rid": …}``. The sampling seed is not forwarded. SGLang compiles grammars in
+its scheduler, after the stream has started, so it refuses one (a grammar it cannot compile; any
+grammar with ``--grammar-backend none`` or ``--skip-tokenizer-init``) inside the stream: an
+``error`` frame (its tokenizer manager raising ``ValueError``) or, in newer versions, an ``abort``
+finish with ``status_code`` 400 (``FINISH_ABORT(…, BAD_REQUEST)``), before any id. Both are the
+engine refusing the request (``bad_request``: the client's 400), like vLLM's 400.
 """
 
 from __future__ import annotations
@@ -89,11 +91,6 @@ class SGLangEngine(HTTPEngine):
         """One ``/generate`` stream for ``req`` (see :meth:`HTTPEngine.generate`)."""
         return self._attempt(req, grammar)
 
-    def refused(self, err: EngineError) -> bool:
-        """A 400 / 422, or an error frame / ``abort`` finish before any id (how SGLang refuses a
-        grammar: it compiles grammars in its scheduler, after the stream has started)."""
-        return err.kind == "bad_request" or (err.kind == "failed" and err.engine_status is None)
-
     async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
         finished = False
         try:
@@ -104,6 +101,8 @@ class SGLangEngine(HTTPEngine):
                     if err:
                         finished = True
                         message = err.get("message") if isinstance(err, dict) else str(err)
+                        if seen == 0:  # a ValueError before any output: SGLang refused the request
+                            raise EngineError("bad_request", f"the engine refused the request: {message}")
                         raise EngineError("failed", f"engine error: {message}")
                     out = obj.get("output_ids")
                     meta = obj.get("meta_info") or {}
@@ -123,6 +122,9 @@ class SGLangEngine(HTTPEngine):
                         kind = fin.get("type") if isinstance(fin, dict) else fin
                         if kind not in ("stop", "length"):
                             message = fin.get("message") if isinstance(fin, dict) else None
+                            status = fin.get("status_code") if isinstance(fin, dict) else None
+                            if kind == "abort" and status == 400 and seen == 0:
+                                raise EngineError("bad_request", f"the engine refused the request (400): {message}", 400)
                             raise EngineError("failed", f"SGLang ended the request: {kind}{': ' + message if message else ''}")
                         finish = kind
                     if new or finish is not None:
