@@ -49,10 +49,11 @@ class ServeConfig:
             tens of milliseconds apart, are not delayed). 0 sends every frame on its own.
         constrain: how much of each request's output constraint reaches the engines (``recipe
             serve --constrain``): ``full`` (default) the grammar of the whole turn — reasoning, DSML
-            tool calls per ``tool_choice``, ``response_format`` — falling back per request to
-            ``format`` where an engine refuses it; ``format`` the ``response_format`` only, in the
-            engines' plain JSON / regex fields (not in thinking mode); ``off`` nothing (recipe still
-            validates answers and notes mismatches).
+            tool calls per ``tool_choice``, ``response_format`` — in the form each engine's spec
+            names (``&grammar=``); ``format`` the ``response_format`` only, in the engines' plain
+            JSON / regex fields (not in thinking mode); ``off`` nothing (recipe still validates
+            answers and notes mismatches). An engine that refuses what it is sent fails the request
+            with the API's own 400.
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)

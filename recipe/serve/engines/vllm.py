@@ -8,8 +8,10 @@ with ``return_tokens_as_token_ids`` (alternatives keyed ``"token_id:N"``), ``cac
 tenant's) and the constraint in ``structured_outputs`` — exactly one of its fields (the ``guided_*``
 fields were removed in v0.12 and would be ignored): the turn grammar as ``structural_tag`` (the
 structural-tag JSON text; vLLM's xgrammar backend, which its default ``auto`` picks for it) or, with
-``&grammar=lark``, as ``grammar`` (the llguidance Lark; the ``guidance`` backend, which ``auto``
-falls back to for it because xgrammar cannot convert it to EBNF); or a ``response_format`` as
+``&grammar=lark``, as ``grammar`` (the llguidance Lark; start vLLM with
+``--structured-outputs-config.backend guidance``: under ``auto`` vLLM first runs a Lark grammar
+through its own Lark-to-EBNF conversion for xgrammar, which this grammar is not written for); or a
+``response_format`` as
 ``json`` / ``json_object`` / ``regex``. The usage chunk (``choices: []``) carries
 ``prompt_tokens_details.cached_tokens`` when vLLM runs with ``--enable-prompt-tokens-details``; the
 connector holds the finishing delta until it arrives, so the final usage has the engine's count.
