@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 __all__ = [
+    "ImageSource",
+    "ImagePlaceholder",
     "ToolCall",
     "SystemMessage",
     "UserMessage",
@@ -38,6 +40,34 @@ ThinkingStage = Literal["reasoning", "reasoning_continuation", "content_continua
 
 
 @dataclass(frozen=True, slots=True)
+class ImageSource:
+    """An image a message refers to (encodings with an image token: DeepSeek-V4.1).
+
+    Attributes:
+        kind: ``url`` (an ``http(s):`` URL, not fetched) or ``data_url`` (a validated base64 data URL).
+        url: the URL or data URL exactly as the client sent it.
+        detail: ``high`` (the default), ``low``, ``original`` or ``auto``.
+        path: the request field the image came from (``.messages[0]``, ``input[2]``,
+            ``messages.1.content.0``), as deepseek-recipe reports it.
+    """
+
+    kind: Literal["url", "data_url"]
+    url: str
+    detail: Literal["high", "low", "original", "auto"] = "high"
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePlaceholder:
+    """Where an image sits in a message's text: the family's image-token spelling starts at
+    ``offset`` (code points) in ``content``. Only these positions become the image special token;
+    the same spelling typed by a user stays text."""
+
+    offset: int
+    source: ImageSource
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """A function call made by the assistant.
 
@@ -54,16 +84,28 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class SystemMessage:
-    """System (or instructions) text. The V4 encoding hoists every system message to the front."""
+    """System (or instructions) text, where the client put it. The V4 encoding hoists every system
+    message to the front; V4.1 renders each in place.
+
+    Attributes:
+        content: the text.
+        images: image placeholders in ``content`` (V4.1).
+        tool_additions: tools a Messages ``tool_addition`` block re-lists here (V4.1 ``### Updated
+            Tool Schemas``), in block order.
+    """
 
     content: str
+    images: tuple[ImagePlaceholder, ...] = ()
+    tool_additions: tuple[ToolDefinition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class UserMessage:
-    """User text (content parts already joined; unsupported media already replaced by a placeholder)."""
+    """User text (content parts already joined; unsupported media already replaced by a placeholder;
+    ``images``: image placeholders in ``content``, V4.1)."""
 
     content: str
+    images: tuple[ImagePlaceholder, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +127,12 @@ class AssistantMessage:
 
 @dataclass(frozen=True, slots=True)
 class ToolMessage:
-    """The result of the tool call ``tool_call_id`` (text; media replaced by placeholders)."""
+    """The result of the tool call ``tool_call_id`` (text; media replaced by placeholders;
+    ``images``: image placeholders in ``content``, V4.1)."""
 
     tool_call_id: str
     content: str
+    images: tuple[ImagePlaceholder, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +155,15 @@ class ToolDefinition:
         parameters: JSON Schema of the arguments (a JSON value; already strict-normalised when
             ``strict`` is true; ``{}`` when the client gave none).
         strict: the client's ``strict`` flag (None = not given).
+        defer_loading: a Messages tool loaded later (V4.1: left out of the tools block, listed by
+            a ``tool_addition`` when the conversation adds it).
     """
 
     name: str
     description: str | None
     parameters: Any
     strict: bool | None = None
+    defer_loading: bool = False
 
 
 @dataclass(frozen=True, slots=True)

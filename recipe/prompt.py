@@ -13,9 +13,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-from recipe.tokenizer import Tokenizer, TokenizerError
+from recipe.tokenizer import MissingSpecialTokenError, Tokenizer
+
+if TYPE_CHECKING:
+    from recipe.conversation import ImageSource
 
 __all__ = ["Special", "Text", "Segment", "Prompt", "SegmentCache", "encode_prompt", "encode_segments", "message_token_spans"]
 
@@ -47,10 +50,12 @@ class Prompt:
         message_starts: ``(message index, segment index)`` pairs: where the rendering of each
             message group begins (index into the conversation's messages; the system section is
             attributed to the first system message). Empty when the encoding does not record them.
+        images: the image sources of the prompt's image tokens, in prompt order (V4.1).
     """
 
     segments: tuple[Segment, ...]
     message_starts: tuple[tuple[int, int], ...] = ()
+    images: tuple[ImageSource, ...] = ()
 
     @property
     def text(self) -> str:
@@ -177,7 +182,8 @@ def encode_segments(
             there). A mark equal to ``len(segments)`` gets the total.
 
     Raises:
-        TokenizerError: a special segment whose spelling is not an added token of ``tokenizer``.
+        MissingSpecialTokenError: a special segment whose spelling is not an added token of
+            ``tokenizer`` (a vocabulary that is not the encoding's).
     """
     ids: list[int] = []
     offsets: list[int | None] = []
@@ -200,7 +206,7 @@ def encode_segments(
                 mark = next(mark_iter, -1)
             special = specials.get(seg.text)
             if special is None:
-                raise TokenizerError(f"the tokenizer has no special token {seg.text!r}, which the prompt template emits")
+                raise MissingSpecialTokenError(seg.text)
             ids.append(special)
         else:
             while mark == i:
@@ -226,8 +232,8 @@ def encode_prompt(tokenizer: Tokenizer, prompt: Prompt, cache: SegmentCache | No
         cache: optional :class:`SegmentCache` for long repeated chunks (agent loops re-send history).
 
     Raises:
-        TokenizerError: a special segment whose spelling is not an added token of ``tokenizer``
-            (a vocabulary that is not DeepSeek-V4's).
+        MissingSpecialTokenError: a special segment whose spelling is not an added token of
+            ``tokenizer`` (a vocabulary that is not the encoding's).
     """
     return encode_segments(tokenizer, prompt.segments, cache)[0]
 

@@ -46,6 +46,7 @@ __all__ = [
     "IncrementalDecoder",
     "TokenizerError",
     "TokenIdError",
+    "MissingSpecialTokenError",
     "load_tokenizer",
     "default_tokenizer",
     "tokenizer_from_bytes",
@@ -107,6 +108,21 @@ class TokenIdError(KeyError):
 #: Most substring lookups the one small encoding may cost (about 25 ms); more text: the full encoding.
 SMALL_TEXT_LOOKUPS = 300_000
 _TABLE_LOOKUPS = 5_000  # lookups in place in a rank table (each a binary search) before a dict pays
+
+
+class MissingSpecialTokenError(TokenizerError):
+    """The vocabulary lacks a special token the prompt template emits, so the prompt has no token ids.
+
+    Attributes:
+        token: the missing spelling (e.g. ``"<｜System｜>"``).
+        encoding: the encoding whose template emits it ("" when not known).
+    """
+
+    def __init__(self, token: str, encoding: str = "", hint: str = "") -> None:
+        self.token, self.encoding = token, encoding
+        whose = f" of the {encoding} encoding" if encoding else ""
+        msg = f"the vocabulary has no special token {token!r}, which the prompt template{whose} emits"
+        super().__init__(f"{msg}: {hint}" if hint else msg)
 
 
 class Tokenizer:

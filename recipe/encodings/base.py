@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recipe.schema.turn import GrammarBuilder
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["Encoding", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender"]
+__all__ = ["Encoding", "RequestRules", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender"]
 
 
 class OutputParser(Protocol):
@@ -107,6 +107,29 @@ class ResumableRender:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestRules:
+    """What a family changes in request conversion (deepseek-recipe keys these on the model
+    version); the API adapters read them. The defaults are DeepSeek-V4's.
+
+    Attributes:
+        system_in_place: Responses ``developer`` items, Chat ``developer`` messages and Messages
+            ``role: "system"`` messages become system messages (V4: user messages / a
+            ``<system-reminder>`` user text).
+        image_token: images become this special-token spelling in the message text plus an
+            :class:`~recipe.conversation.ImageSource` (validated); None: the text
+            ``[Unsupported Image]``, unvalidated.
+        deferred_tools: Messages ``defer_loading`` tools are kept out of the tools block and
+            ``tool_addition`` blocks re-list tools (V4: both ignored after validation).
+        top_p: the sampling rule's name in :data:`recipe.api.common.TOP_P_RULES` (``v4`` | ``v41``).
+    """
+
+    system_in_place: bool = False
+    image_token: str | None = None
+    deferred_tools: bool = False
+    top_p: str = "v4"
+
+
+@dataclass(frozen=True, slots=True)
 class Encoding:
     """One model family's prompt format and output format.
 
@@ -118,7 +141,7 @@ class Encoding:
             semantics), prompt text out; ``None`` when the family has none.
         encode_messages_to_ids: the same, token ids out (template specials only); or ``None``.
         special_tokens: spelling -> id in the family's default vocabulary, for every special token
-            the template emits.
+            the template emits that this vocabulary has.
         stop_tokens: spellings of the tokens that end an output (EOS first).
         models: the API model names mapped to this encoding by default (matched exactly).
         tokenizer: the family's default vocabulary (``() -> Tokenizer``, built once per process).
@@ -126,6 +149,13 @@ class Encoding:
             :mod:`recipe.schema.turn`) for constrained decoding; None when the family has none.
         resumable: the family's :class:`ResumableRender`, or None (then ``prepare`` never reuses an
             earlier prompt of this family).
+        request: the family's request-conversion rules (:class:`RequestRules`).
+        required_specials: special tokens that identify a vocabulary as this family's: with a
+            vocabulary that lacks one, ``prepare`` gives the prompt but no token ids (asking for
+            them raises :class:`~recipe.tokenizer.MissingSpecialTokenError`). Empty when the default
+            vocabulary is the family's own.
+        vocabulary_hint: how to supply the family's vocabulary, for that error ("" when the
+            default vocabulary is the family's own).
     """
 
     name: str
@@ -139,12 +169,20 @@ class Encoding:
     tokenizer: Callable[[], Tokenizer]
     grammar: GrammarBuilder | None = None
     resumable: ResumableRender | None = None
+    request: RequestRules = RequestRules()
+    required_specials: tuple[str, ...] = ()
+    vocabulary_hint: str = ""
 
     def stop_ids(self, tokenizer: Tokenizer | None = None) -> tuple[int, ...]:
         """Ids of :attr:`stop_tokens` in ``tokenizer`` (default: the family's vocabulary); a stop
         token the vocabulary lacks is left out."""
         tok = tokenizer if tokenizer is not None else self.tokenizer()
         return tuple(tok.special_tokens[s] for s in self.stop_tokens if s in tok.special_tokens)
+
+    def missing_special(self, tokenizer: Tokenizer) -> str | None:
+        """The first of :attr:`required_specials` that ``tokenizer`` lacks, or None."""
+        specials = tokenizer.special_tokens
+        return next((s for s in self.required_specials if s not in specials), None)
 
     def __repr__(self) -> str:
         return f"Encoding({self.name!r})"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -41,7 +42,11 @@ from recipe.encodings.base import Checkpoint, ResumableRender
 from recipe.jsonfmt import dumps_prompt, parse_json_value
 from recipe.prompt import Prompt, Segment, Special, Text
 
-__all__ = ["render", "render_resumable", "render_context", "RESUMABLE", "template_segments", "EFFORT_TEXTS", "TOOLS_TEMPLATE"]
+__all__ = [
+    "render", "render_resumable", "render_context", "RESUMABLE", "template_segments", "EFFORT_TEXTS", "TOOLS_TEMPLATE",
+    "JSON_SCHEMA_HEAD", "Dsml", "dsml", "V4_DSML", "tool_line", "tools_block", "invoke_segments", "tool_calls_segments",
+    "by_id", "assistant_segments", "prefix_assistant_segments", "generation_prompt",
+]
 
 _TEMPLATE_SPECIAL_RE = re.compile("(" + "|".join(map(re.escape, (DSML, THINK_START, THINK_END))) + ")")
 
@@ -98,18 +103,59 @@ TOOLS_TEMPLATE = (
     "### Available Tool Schemas\n\n{TOOL_LINES}\n\n"
     "You MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n"
 )
-_TOOLS_HEAD, _TOOLS_TAIL = (template_segments(p) for p in TOOLS_TEMPLATE.split("{TOOL_LINES}"))
-
-_JSON_SCHEMA_HEAD = "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
+JSON_SCHEMA_HEAD = "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
 _JSON_OBJECT_TEXT = (
     "\n\nYou are a helpful assistant designed to output JSON.\n## Response Format:\n\nReply with JSON object ONLY."
 )
 
 _S_BOS, _S_EOS, _S_USER, _S_ASSISTANT = Special(BOS), Special(EOS), Special(USER), Special(ASSISTANT)
 _S_THINK, _S_THINK_END, _S_DSML, _S_REMINDER = Special(THINK_START), Special(THINK_END), Special(DSML), Special(LATEST_REMINDER)
-_CALLS_OPEN = (Text("\n\n<"), _S_DSML, Text("tool_calls>\n"))
-_CALLS_CLOSE = (Text("\n</"), _S_DSML, Text("tool_calls>"))
-_FORCED_CALLS_OPEN = (Text("\n\n<"), _S_DSML, Text("tool_calls>\n"))
+
+
+@dataclass(frozen=True, slots=True)
+class Dsml:
+    """A family's DSML spelling in prompts: the tag names after ``｜DSML｜`` and how an invoke
+    without parameters looks. Build with :func:`dsml`; the segment tuples are derived once.
+
+    Attributes:
+        calls, invoke, parameter: tag names (V4 ``tool_calls`` / ``invoke`` / ``parameter``; V4.1
+            `` calls`` / `` invoke`` / `` parameter``, with a leading space).
+        blank_empty_invoke: an invoke without parameters has a blank line (V4.1, and both reference
+            encoders) instead of none (V4 API path).
+    """
+
+    calls: str
+    invoke: str
+    parameter: str
+    blank_empty_invoke: bool
+    calls_open: tuple[Segment, ...] = ()
+    calls_close: tuple[Segment, ...] = ()
+    invoke_close: tuple[Segment, ...] = ()
+    tools_head: tuple[Segment, ...] = ()
+    tools_tail: tuple[Segment, ...] = ()
+
+    def tools_template(self) -> str:
+        """:data:`TOOLS_TEMPLATE` in this spelling."""
+        return (TOOLS_TEMPLATE.replace(f"{DSML}tool_calls", DSML + self.calls)
+                .replace(f"{DSML}invoke", DSML + self.invoke).replace(f"{DSML}parameter", DSML + self.parameter))
+
+
+def dsml(calls: str, invoke: str, parameter: str, blank_empty_invoke: bool) -> Dsml:
+    """A :class:`Dsml` with its segment tuples (block opener/closer, invoke closer, tools block)."""
+    base = Dsml(calls, invoke, parameter, blank_empty_invoke)
+    head, tail = (template_segments(p) for p in base.tools_template().split("{TOOL_LINES}"))
+    return Dsml(
+        calls, invoke, parameter, blank_empty_invoke,
+        calls_open=(Text("\n\n<"), _S_DSML, Text(f"{calls}>\n")),
+        calls_close=(Text("\n</"), _S_DSML, Text(f"{calls}>")),
+        invoke_close=(Text("</"), _S_DSML, Text(f"{invoke}>")),
+        tools_head=head,
+        tools_tail=tail,
+    )
+
+
+#: DeepSeek-V4's spelling (deepseek-recipe's API path: no blank line in an empty invoke).
+V4_DSML = dsml("tool_calls", "invoke", "parameter", blank_empty_invoke=False)
 
 
 def tool_line(tool: ToolDefinition) -> str:
@@ -119,30 +165,35 @@ def tool_line(tool: ToolDefinition) -> str:
     )
 
 
+def tools_block(tools: Iterable[ToolDefinition], spelling: Dsml) -> list[Segment]:
+    """The ``\n\n## Tools`` block listing ``tools`` (one :func:`tool_line` each)."""
+    return [*spelling.tools_head, Text("\n".join(tool_line(t) for t in tools)), *spelling.tools_tail]
+
+
 def _system_section(conv: Conversation) -> list[Segment]:
     texts = [m.content for m in conv.messages if type(m) is SystemMessage and m.content]
     out: list[Segment] = [Text("\n\n".join(texts))] if texts else []
     if conv.tools:
-        out += _TOOLS_HEAD
-        out.append(Text("\n".join(tool_line(t) for t in conv.tools)))
-        out += _TOOLS_TAIL
+        out += tools_block(conv.tools, V4_DSML)
     rf = conv.response_format
     if rf.type == "json_schema":
-        out.append(Text(_JSON_SCHEMA_HEAD + dumps_prompt(rf.schema)))
+        out.append(Text(JSON_SCHEMA_HEAD + dumps_prompt(rf.schema)))
     elif rf.type == "json_object":
         out.append(Text(_JSON_OBJECT_TEXT))
     return out
 
 
-def _param(name: str, is_string: bool, value: str) -> tuple[Segment, ...]:
+def _param(name: str, is_string: bool, value: str, spelling: Dsml) -> tuple[Segment, ...]:
     flag = "true" if is_string else "false"
-    return (Text("<"), _S_DSML, Text(f'parameter name="{name}" string="{flag}">{value}</'), _S_DSML, Text("parameter>\n"))
+    tag = spelling.parameter
+    return (Text("<"), _S_DSML, Text(f'{tag} name="{name}" string="{flag}">{value}</'), _S_DSML, Text(f"{tag}>\n"))
 
 
-def _invoke(call: ToolCall) -> list[Segment]:
+def invoke_segments(call: ToolCall, spelling: Dsml) -> list[Segment]:
     """One ``invoke`` of a history tool call; arguments that are not a JSON object become one
-    ``arguments`` string parameter holding the raw text (behaviour map §1.2.5)."""
-    out: list[Segment] = [Text("<"), _S_DSML, Text(f'invoke name="{call.name}">\n')]
+    ``arguments`` string parameter holding the raw text (behaviour map §1.2.5). Parameters are one
+    per line; an invoke without any has an empty line when ``spelling.blank_empty_invoke``."""
+    out: list[Segment] = [Text("<"), _S_DSML, Text(f'{spelling.invoke} name="{call.name}">\n')]
     try:
         args = parse_json_value(call.arguments)
     except ValueError:
@@ -150,21 +201,63 @@ def _invoke(call: ToolCall) -> list[Segment]:
     if isinstance(args, dict):
         for key, value in args.items():
             is_string = isinstance(value, str)
-            out += _param(key, is_string, value if is_string else dumps_prompt(value))
+            out += _param(key, is_string, value if is_string else dumps_prompt(value), spelling)
+        if not args and spelling.blank_empty_invoke:
+            out.append(Text("\n"))
     else:
-        out += _param("arguments", True, call.arguments)
-    out += (Text("</"), _S_DSML, Text("invoke>"))
+        out += _param("arguments", True, call.arguments, spelling)
+    out += spelling.invoke_close
     return out
 
 
-def _tool_calls(calls: Sequence[ToolCall]) -> list[Segment]:
-    out: list[Segment] = list(_CALLS_OPEN)
-    for i, call in enumerate(sorted(calls, key=lambda c: c.id)):
+def tool_calls_segments(calls: Iterable[ToolCall], spelling: Dsml) -> list[Segment]:
+    """The ``\n\n<｜DSML｜…calls>`` block of ``calls``, in the order given."""
+    out: list[Segment] = list(spelling.calls_open)
+    for i, call in enumerate(calls):
         if i:
             out.append(Text("\n"))
-        out += _invoke(call)
-    out += _CALLS_CLOSE
+        out += invoke_segments(call, spelling)
+    out += spelling.calls_close
     return out
+
+
+def by_id(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """V4's history call order: sorted by call id."""
+    return sorted(calls, key=lambda c: c.id)
+
+
+def assistant_segments(msg: AssistantMessage, think_history: bool, calls: Sequence[ToolCall], spelling: Dsml) -> list[Segment]:
+    """A history assistant turn: ``<｜Assistant｜>`` + ``<think>R</think>`` (thinking with tools) or
+    ``</think>`` + content + the tool-call block of ``calls`` (in that order) + EOS."""
+    out: list[Segment] = [_S_ASSISTANT]
+    if think_history:
+        out += (_S_THINK, Text(msg.reasoning_content or ""), _S_THINK_END)
+    else:
+        out.append(_S_THINK_END)
+    out.append(Text(msg.content or ""))
+    if calls:
+        out += tool_calls_segments(calls, spelling)
+    out.append(_S_EOS)
+    return out
+
+
+def prefix_assistant_segments(msg: AssistantMessage, thinking: bool) -> list[Segment]:
+    """A trailing ``prefix`` assistant to continue (no generation prompt follows)."""
+    if not thinking:
+        return [_S_ASSISTANT, _S_THINK_END, Text(msg.content or "")]
+    out: list[Segment] = [_S_ASSISTANT, _S_THINK, Text(msg.reasoning_content or "")]
+    if msg.content:
+        out += (_S_THINK_END, Text(msg.content))
+    return out
+
+
+def generation_prompt(conv: Conversation, spelling: Dsml) -> tuple[Segment, ...]:
+    """``<｜Assistant｜>`` + ``<think>`` | ``</think>``, then the opened tool-call block for a
+    required / named tool choice without thinking."""
+    head = (_S_ASSISTANT, _S_THINK if conv.thinking else _S_THINK_END)
+    if conv.tool_choice.mode == "required" and conv.tools and not conv.thinking:
+        return head + spelling.calls_open
+    return head
 
 
 def _user_group(tools: list[ToolMessage], users: list[UserMessage], call_order: Mapping[str, int]) -> list[Segment]:
@@ -175,28 +268,6 @@ def _user_group(tools: list[ToolMessage], users: list[UserMessage], call_order: 
     if users:
         parts.append("\n\n".join(u.content for u in users if u.content))
     return [_S_USER, Text("\n\n".join(parts))]
-
-
-def _assistant(msg: AssistantMessage, think_history: bool) -> list[Segment]:
-    out: list[Segment] = [_S_ASSISTANT]
-    if think_history:
-        out += (_S_THINK, Text(msg.reasoning_content or ""), _S_THINK_END)
-    else:
-        out.append(_S_THINK_END)
-    out.append(Text(msg.content or ""))
-    if msg.tool_calls:
-        out += _tool_calls(msg.tool_calls)
-    out.append(_S_EOS)
-    return out
-
-
-def _prefix_assistant(msg: AssistantMessage, thinking: bool) -> list[Segment]:
-    if not thinking:
-        return [_S_ASSISTANT, _S_THINK_END, Text(msg.content or "")]
-    out: list[Segment] = [_S_ASSISTANT, _S_THINK, Text(msg.reasoning_content or "")]
-    if msg.content:
-        out += (_S_THINK_END, Text(msg.content))
-    return out
 
 
 _EMPTY_ORDER: Mapping[str, int] = MappingProxyType({})
@@ -253,11 +324,12 @@ def _body(
                 checkpoints.append(Checkpoint(k + 1, len(segs), len(starts), call_order))
         elif kind is AssistantMessage:
             if m.prefix and k == last:
-                segs += _prefix_assistant(m, conv.thinking)
+                segs += prefix_assistant_segments(m, conv.thinking)
                 return True
-            segs += _assistant(m, think_history)
-            if m.tool_calls:
-                call_order = {c.id: j for j, c in enumerate(sorted(m.tool_calls, key=lambda c: c.id))}
+            calls = by_id(m.tool_calls)
+            segs += assistant_segments(m, think_history, calls, V4_DSML)
+            if calls:
+                call_order = {c.id: j for j, c in enumerate(calls)}
             if checkpoints is not None and not m.prefix:
                 checkpoints.append(Checkpoint(k + 1, len(segs), len(starts), call_order))
         k += 1
@@ -289,9 +361,7 @@ def _render(conv: Conversation, resume: tuple[Prompt, Checkpoint] | None, checkp
         starts += prompt.message_starts[len(starts) : cp.starts]
         ends_with_prefix = _body(conv, cp.messages, cp.state, segs, starts, checkpoints)
     if not ends_with_prefix:
-        segs += (_S_ASSISTANT, _S_THINK if conv.thinking else _S_THINK_END)
-        if conv.tool_choice.mode == "required" and conv.tools and not conv.thinking:
-            segs += _FORCED_CALLS_OPEN
+        segs += generation_prompt(conv, V4_DSML)
     return Prompt(tuple(segs), tuple(starts))
 
 
