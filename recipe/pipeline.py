@@ -22,7 +22,7 @@ from recipe.jsonfmt import loads_request
 from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.prompt import SegmentCache, encode_prompt
 from recipe.prompt_cache import PromptCache, default_prompt_cache
-from recipe.tokenizer import Tokenizer
+from recipe.tokenizer import MissingSpecialTokenError, Tokenizer
 
 if TYPE_CHECKING:
     from recipe.encodings.base import Encoding
@@ -126,7 +126,9 @@ def prepare(
         body: the request (dict, JSON text or bytes).
         api: ``chat`` | ``responses`` | ``messages``, or ``auto`` to detect it.
         options: conversion options (model table and aliases, thinking default, limits).
-        tokenizer: vocabulary (default: the embedded DeepSeek-V4 one).
+        tokenizer: vocabulary (default: the embedded DeepSeek-V4 one). When it lacks a special token
+            the model's template emits (DeepSeek-V4.1 with the embedded vocabulary), the result has
+            the prompt but no ids: ``token_ids`` raises ``MissingSpecialTokenError``.
         cache: segment cache for repeated history text; ``None`` disables it.
         store: a conversation store: a Responses request with ``previous_response_id`` is expanded
             to its full history first (without a store the field is ignored, as deepseek-recipe does).
@@ -169,11 +171,19 @@ def prepare(
     tok = tokenizer or family.tokenizer()
     segments = _default_cache if cache == "default" else cache
     reuse = default_prompt_cache() if prompt_cache == "default" else prompt_cache
-    if reuse is None:
+    missing = family.missing_special(tok)
+    ids: list[int] | None = None
+    if missing is None:
+        try:
+            if reuse is None:
+                prompt = family.render(conversation)
+                ids = encode_prompt(tok, prompt, segments)
+            else:
+                prompt, ids = reuse.render_encode(family, conversation, tok, segments)
+        except MissingSpecialTokenError as err:
+            missing = err.token
+    if ids is None:  # a vocabulary that is not the family's: the prompt without ids
         prompt = family.render(conversation)
-        ids = encode_prompt(tok, prompt, segments)
-    else:
-        prompt, ids = reuse.render_encode(family, conversation, tok, segments)
     parsing = parsing_options(conversation)
     constraint = output_constraint(conversation)
     if constraint is not None and family.grammar is not None:
@@ -185,11 +195,12 @@ def prepare(
         request=request,
         conversation=conversation,
         prompt=prompt,
-        token_ids=ids,
+        ids=ids,
         parsing=parsing,
         output_constraint=constraint,
         stream=bool(getattr(request, "stream", False)),
-        engine=_engine_params(api, conversation, len(ids), family.stop_ids(tok), constraint, options),
+        engine=None if ids is None else _engine_params(api, conversation, len(ids), family.stop_ids(tok), constraint, options),
+        missing_special=missing,
     )
 
 

@@ -21,16 +21,37 @@ _STAGES = {
 
 @functools.lru_cache(maxsize=1)
 def options() -> Any:
+    """deepseek-recipe's defaults plus recipe's extra names (V4: both spellings of Pro and Flash;
+    V4.1: the lowercase spelling), so both sides have the same model table."""
     o = dr.ConversionOptions()
     for name in ("deepseek-v4-pro", "deepseek-v4-flash", "DeepSeek-V4-Flash"):
         o = o.with_model_alias(name, dr.ModelVersion.DeepseekV4Pro)
-    return o
+    return o.with_model_alias("deepseek-v4.1-flash", dr.ModelVersion.DeepseekV41Flash)
 
 
 @functools.lru_cache(maxsize=1)
 def encoder() -> Any:
     tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
     return dr.DeepseekV4Encoding().with_tokenizer(tok)
+
+
+@functools.lru_cache(maxsize=1)
+def encoder_v41() -> Any:
+    """``DeepseekV41Encoding`` with the synthetic V4.1-shaped vocabulary (tests/v41_support.py)."""
+    from v41_support import synthetic_v41_path
+
+    return dr.DeepseekV41Encoding().with_tokenizer(dr.Tokenizer.from_file(str(synthetic_v41_path())))
+
+
+def encoder_for(model_version: Any) -> Any:
+    """The oracle's encoding for a converted request's model version (V4.1 ids: synthetic vocabulary)."""
+    return encoder_v41() if model_version == dr.ModelVersion.DeepseekV41Flash else encoder()
+
+
+def image_sources(rendered: Any) -> list[dict[str, Any]]:
+    """A rendered prompt's image sources as the conformance rows list them."""
+    return [{"kind": str(s.kind), "detail": str(s.detail), "path": s.path, "url": s.url, "data_url": s.data_url}
+            for s in rendered.image_sources]
 
 
 def convert(api: str, body: Any) -> dict[str, Any]:
@@ -46,7 +67,8 @@ def convert(api: str, body: Any) -> dict[str, Any]:
     except dr.ConversionError as exc:
         return {"ok": False, "stage": "convert", "message": str(exc)}
     conv = cr.conversation
-    rp = encoder().render_conversation(conv)
+    enc = encoder_for(cr.model_version)
+    rp = enc.render_conversation(conv)
     io, po = cr.inference_options, cr.parsing_options
     oc = io.output_constraint
     stage = po.thinking_initial_stage
@@ -54,7 +76,8 @@ def convert(api: str, body: Any) -> dict[str, Any]:
         "ok": True,
         "prompt": rp.prompt,
         "special_ranges": [list(r) for r in rp.special_ranges],
-        "token_ids": list(encoder().encode(conv)),
+        "token_ids": list(enc.encode(conv)),
+        "image_sources": image_sources(rp),
         "conversion": {
             "thinking": conv.thinking_mode == "thinking" if isinstance(conv.thinking_mode, str) else stage is not None,
             "output_constraint": None if oc is None else {"kind": str(oc.kind), "schema": oc.schema},

@@ -12,6 +12,8 @@ from typing import Any
 
 from recipe.api import common
 from recipe.api.chat_wire import (
+    FilePart,
+    ImagePart,
     AssistantMsg,
     ChatCompletionRequest,
     Content,
@@ -26,9 +28,11 @@ from recipe.api.chat_wire import (
     UserMsg,
     parse_chat_request,
 )
+from recipe.api.images import Piece, image_from_file_data, image_from_url, join_with_images
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
+    ImagePlaceholder,
     LatestReminderMessage,
     Message,
     ResponseFormat,
@@ -37,6 +41,7 @@ from recipe.conversation import (
     ToolMessage,
     UserMessage,
 )
+from recipe.encodings.base import RequestRules
 from recipe.errors import RequestError
 from recipe.options import Options
 
@@ -47,12 +52,44 @@ __all__ = ["ChatCompletionRequest", "parse_chat_request", "chat_to_conversation"
 
 
 def _join(content: Content | None) -> str:
-    """Content parts joined with ``\\n\\n`` (empty parts kept); images/files -> placeholder (Pro)."""
+    """Content parts joined with ``\\n\\n`` (empty parts kept); images/files -> placeholder (V4)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     return "\n\n".join(p.text if isinstance(p, TextPart) else common.UNSUPPORTED_IMAGE for p in content)
+
+
+def _pieces(i: int, content: Content) -> list[Piece]:
+    """V4.1: text parts as text, ``image_url`` and ``file`` parts as validated image sources."""
+    where = f".messages[{i}]"
+    out: list[Piece] = []
+    for p in content:
+        if isinstance(p, TextPart):
+            out.append(p.text)
+        elif isinstance(p, ImagePart):
+            out.append(image_from_url(p.image_url.url, p.image_url.detail, where, where))
+        else:
+            out.append(image_from_file_data(p.file_data, p.file_id, where, where))
+    return out
+
+
+def _join_images(i: int, content: Content | None, rules: RequestRules) -> tuple[str, tuple[ImagePlaceholder, ...]]:
+    """Content text and its image placeholders: V4 (no image token) writes ``[Unsupported Image]``."""
+    if rules.image_token is None or not isinstance(content, list) or all(isinstance(p, TextPart) for p in content):
+        return _join(content), ()
+    return join_with_images(_pieces(i, content), rules.image_token)
+
+
+def _check_assistant_media(i: int, content: Content | None, rules: RequestRules) -> None:
+    """V4.1 refuses images in assistant content (a ``file`` part is validated first)."""
+    if rules.image_token is None or not isinstance(content, list):
+        return
+    for p in content:
+        if isinstance(p, FilePart):
+            image_from_file_data(p.file_data, p.file_id, f".messages[{i}]", f".messages[{i}]")
+        if not isinstance(p, TextPart):
+            raise RequestError("Image in assistant message is not supported", param=f"messages[{i}].content")
 
 
 def _check_pairing(msgs: list[Any]) -> None:
@@ -91,16 +128,18 @@ def _missing(pending: list[str], answered: set[str], i: int) -> None:
     raise RequestError(f"{head} (insufficient tool messages following tool_calls message)", param=f"messages[{i}]")
 
 
-def _message(i: int, m: Any) -> Message:
+def _message(i: int, m: Any, rules: RequestRules) -> Message:
     kind = type(m)  # the wire models' exact classes (isinstance on a pydantic model costs ~4x)
-    if kind is SystemMsg:
-        return SystemMessage(_join(m.content))
+    if kind is SystemMsg or (kind is DeveloperMsg and rules.system_in_place):
+        return SystemMessage(*_join_images(i, m.content, rules))
     if kind is UserMsg or kind is DeveloperMsg:  # developer: as deepseek-recipe maps a Responses developer item
-        return UserMessage(_join(m.content))
+        return UserMessage(*_join_images(i, m.content, rules))
     if kind is LatestReminderMsg:
         return LatestReminderMessage(_join(m.content))
     if kind is ToolMsg:
-        return ToolMessage(m.tool_call_id, _join(m.content))
+        text, images = _join_images(i, m.content, rules)
+        return ToolMessage(m.tool_call_id, text, images)
+    _check_assistant_media(i, m.content, rules)
     if m.tool_calls is not None and len(m.tool_calls) == 0:
         raise RequestError(
             f"Invalid 'messages[{i}].tool_calls': empty array. Expected an array with minimum length 1, but got an empty array instead.",
@@ -130,7 +169,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     Raises:
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
     """
-    common.check_model(req.model, options)
+    rules = common.family_rules(req.model, options)
     if options.developer_role == "reject":
         for i, m in enumerate(req.messages):
             if isinstance(m, DeveloperMsg):
@@ -143,7 +182,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         raise RequestError("Empty input messages", param="messages")
     thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options)
 
-    messages = tuple(_message(i, m) for i, m in enumerate(req.messages))
+    messages = tuple(_message(i, m, rules) for i, m in enumerate(req.messages))
     last = len(req.messages) - 1
     for i, m in enumerate(req.messages):
         if type(m) is AssistantMsg and m.prefix and i != last:
@@ -204,7 +243,8 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     stop = common.check_stop(stop_list, "stop", indexed=False)
 
     sampling = common.sampling(
-        thinking, tools, req.temperature, req.top_p, seed=req.seed, logprobs=bool(req.logprobs), top_logprobs=req.top_logprobs
+        thinking, tools, req.temperature, req.top_p, seed=req.seed, logprobs=bool(req.logprobs), top_logprobs=req.top_logprobs,
+        rule=rules.top_p,
     )
     return Conversation(
         messages=tuple(m for m in messages if not (type(m) is SystemMessage and m.content == "")),

@@ -24,24 +24,28 @@ class TextPart(WireModel):
 
 
 class ImageUrl(WireModel):
-    """An ``image_url`` part's payload."""
+    """An ``image_url`` part's payload (``detail``: low | high | original | auto)."""
 
     url: str
-    detail: str | None = None
+    detail: Literal["low", "high", "original", "auto"] | None = None
 
 
 class ImagePart(WireModel):
-    """An ``image_url`` content part (rendered as ``[Unsupported Image]`` on V4)."""
+    """An ``image_url`` content part (``[Unsupported Image]`` on V4, the image token on V4.1)."""
 
     type: Literal["image_url"]
     image_url: ImageUrl
 
 
 class FilePart(WireModel):
-    """A ``file`` content part (rendered as ``[Unsupported Image]`` on V4, as deepseek-recipe does)."""
+    """A ``file`` content part (``[Unsupported Image]`` on V4, as deepseek-recipe does). V4.1 reads
+    only the top-level ``file_data`` (a base64 image data URL) and ``file_id`` (refused), as
+    deepseek-recipe does; the OpenAI-standard nested ``file`` object is not read."""
 
     type: Literal["file"]
     file: dict[str, Any] = Field(default_factory=dict)
+    file_data: str | None = None
+    file_id: str | None = None
 
 
 Part = Annotated[Union[TextPart, ImagePart, FilePart], Field(discriminator="type")]

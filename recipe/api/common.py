@@ -27,6 +27,8 @@ from recipe.conversation import (
     ToolChoice,
     ToolDefinition,
 )
+from recipe.encodings.base import RequestRules
+from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact
 from recipe.options import DEFAULT_OPTIONS, Options
@@ -40,6 +42,8 @@ from recipe.schema.strict import (
 __all__ = [
     "EFFORT_LEVELS",
     "check_model",
+    "family_rules",
+    "TOP_P_RULES",
     "resolve_thinking",
     "build_tool",
     "check_tool_name",
@@ -93,6 +97,25 @@ def thinking_top_p(tools: Sequence[ToolDefinition]) -> float:
     return f32(0.95) if tools else 1.0
 
 
+def _top_p_v4(thinking: bool, tools: Sequence[ToolDefinition], top_p: float | None) -> float:
+    return thinking_top_p(tools) if thinking else f32(top_p if top_p is not None else 1.0)
+
+
+_F32_095 = f32(0.95)
+
+
+def _top_p_v41(thinking: bool, tools: Sequence[ToolDefinition], top_p: float | None) -> float:
+    if not thinking or top_p is None:
+        return 1.0
+    return max(f32(top_p), _F32_095)
+
+
+#: top_p rule name (:attr:`RequestRules.top_p`) -> ``(thinking, rendered tools, requested top_p) -> top_p``.
+#: ``v4``: thinking forces :func:`thinking_top_p`, otherwise the requested value (default 1.0);
+#: ``v41``: thinking gives ``max(f32(requested), f32(0.95))`` (1.0 when absent), otherwise 1.0.
+TOP_P_RULES = {"v4": _top_p_v4, "v41": _top_p_v41}
+
+
 def sampling(
     thinking: bool,
     tools: Sequence[ToolDefinition],
@@ -102,12 +125,13 @@ def sampling(
     seed: int | None = None,
     logprobs: bool = False,
     top_logprobs: int | None = None,
+    rule: str = "v4",
 ) -> Sampling:
-    """Sampling settings after the thinking rules (§1.6): thinking forces temperature 1.0 and top_p
-    :func:`thinking_top_p`; otherwise the requested values (default 1.0), stored as f32."""
+    """Sampling settings after the thinking rules (§1.6): thinking forces temperature 1.0; top_p
+    follows the family's rule (:data:`TOP_P_RULES`); values are stored as f32."""
     return Sampling(
         temperature=1.0 if thinking else f32(temperature if temperature is not None else 1.0),
-        top_p=thinking_top_p(tools) if thinking else f32(top_p if top_p is not None else 1.0),
+        top_p=TOP_P_RULES[rule](thinking, tools, top_p),
         seed=seed,
         logprobs=logprobs,
         top_logprobs=top_logprobs,
@@ -121,6 +145,12 @@ def check_model(model: str, options: Options) -> str:
         names = ", ".join(sorted(options.models))
         raise RequestError(f"The supported API model names are {names}, but you passed {model}.", param="model")
     return encoding
+
+
+def family_rules(model: str, options: Options) -> RequestRules:
+    """The request rules of the model family ``model`` maps to (:func:`check_model`'s 400 for an
+    unknown name)."""
+    return get_encoding(check_model(model, options)).request
 
 
 def resolve_thinking(thinking_type: str | None, effort: str | None, options: Options) -> tuple[bool, ReasoningEffort | None]:

@@ -16,10 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 from recipe.api import common
 from recipe.api.messages_wire import (
+    Base64ImageSource,
+    FileImageSource,
     CustomTool,
     DocumentBlock,
     ImageBlock,
@@ -42,9 +45,12 @@ from recipe.api.messages_wire import (
     WebSearchToolResultBlock,
     parse_messages_request,
 )
+from recipe.api.images import Piece, image_from_base64, image_from_messages_url, join_with_images
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
+    ImagePlaceholder,
+    ImageSource,
     Message,
     ResponseFormat,
     SystemMessage,
@@ -54,6 +60,7 @@ from recipe.conversation import (
     ToolMessage,
     UserMessage,
 )
+from recipe.encodings.base import RequestRules
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_prompt
 from recipe.options import Options
@@ -98,6 +105,27 @@ def _tool_result_text(block: ToolResultBlock) -> str:
     return "\n\n".join(_media_text(p) for p in block.content)
 
 
+def _image(block: ImageBlock, path: str, where: str) -> ImageSource:
+    """V4.1: an ``image`` block as a validated image source (``file`` sources refused)."""
+    src = block.source
+    if isinstance(src, Base64ImageSource):
+        return image_from_base64(src.media_type, src.data, path, where)
+    if isinstance(src, FileImageSource):
+        raise RequestError(f"{where}: file_id is not supported. Pass the image as a base64 data url instead.", param=where)
+    return image_from_messages_url(src.url, path, where)
+
+
+def _tool_result_images(block: ToolResultBlock, i: int, j: int, token: str) -> tuple[str, tuple[ImagePlaceholder, ...]]:
+    """V4.1: a tool result's text with its images as placeholders."""
+    if not isinstance(block.content, list) or not any(isinstance(p, ImageBlock) for p in block.content):
+        return _tool_result_text(block), ()
+    path = f"messages.{i}.content.{j}.tool_result"
+    pieces: list[Piece] = [
+        _image(p, path, f"{path}.content[{k}]") if isinstance(p, ImageBlock) else _media_text(p) for k, p in enumerate(block.content)
+    ]
+    return join_with_images(pieces, token)
+
+
 def _arguments(value: Any, where: str) -> str:
     """A tool_use ``input`` printed as deepseek-recipe stores it: prompt JSON (``", "``/``": "``)."""
     try:
@@ -106,13 +134,41 @@ def _arguments(value: Any, where: str) -> str:
         raise RequestError("invalid request body: tool_use input is not printable JSON", param=where, stage="parse") from None
 
 
+@dataclass(frozen=True, slots=True)
+class _PendingSystem:
+    """A V4.1 system message whose ``tool_addition`` names are resolved once the tools are known."""
+
+    content: str
+    images: tuple[ImagePlaceholder, ...]
+    additions: tuple[str, ...]
+
+
+def _resolve_systems(messages: Sequence[Any], tools: Sequence[ToolDefinition]) -> list[Message]:
+    """V4.1: each pending system message gets the tools its additions name among the rendered
+    ``tools`` (in block order); one whose additions all fell away (tool choice) and which has no
+    text is dropped, as deepseek-recipe does."""
+    by_name = {t.name: t for t in tools}
+    out: list[Message] = []
+    for m in messages:
+        if type(m) is not _PendingSystem:
+            out.append(m)
+            continue
+        added = tuple(by_name[n] for n in m.additions if n in by_name)
+        if m.additions and not added and not m.content:
+            continue
+        out.append(SystemMessage(m.content, m.images, added))
+    return out
+
+
 class _Walker:
     """One pass over ``messages`` in order, checking tool_use/tool_result pairing the way
     deepseek-recipe does (each problem is reported at the first block where it shows) and
     producing the Conversation messages."""
 
-    def __init__(self, tool_names: frozenset[str]) -> None:
+    def __init__(self, tool_names: frozenset[str], rules: RequestRules) -> None:
         self.tool_names = tool_names
+        self.rules = rules
+        self.token = rules.image_token
         self.out: list[Message] = []
         self.pending: list[str] = []  # ids of the previous assistant turn still awaiting a result
         self.pending_from = -1  # index of that assistant turn
@@ -162,17 +218,23 @@ class _Walker:
                         )
                 seen.add(b.tool_use_id)
                 self.pending.remove(b.tool_use_id)
-                self.out.append(ToolMessage(b.tool_use_id, _tool_result_text(b)))
+                if self.token is None:
+                    self.out.append(ToolMessage(b.tool_use_id, _tool_result_text(b)))
+                else:
+                    self.out.append(ToolMessage(b.tool_use_id, *_tool_result_images(b, i, j, self.token)))
+            elif isinstance(b, ImageBlock) and self.token is not None:
+                where = f"messages.{i}.content[{j}]"
+                self._text_like(i, self.token, (ImagePlaceholder(0, _image(b, where, where)),))
             elif isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
                 self._text_like(i, _media_text(b))
             else:
                 self._misplaced(i, j, b, "user")
         self._close_user()
 
-    def _text_like(self, i: int, text: str) -> None:
+    def _text_like(self, i: int, text: str, images: tuple[ImagePlaceholder, ...] = ()) -> None:
         if self.pending:
             raise _pending_error(f"messages.{i}", self.pending)
-        self.out.append(UserMessage(text))
+        self.out.append(UserMessage(text, images))
 
     def _close_user(self) -> None:
         if self.pending:
@@ -191,6 +253,8 @@ class _Walker:
         redacted = False
         calls: list[ToolCall] = []
         for j, b in enumerate(m.content):
+            if isinstance(b, ImageBlock) and self.token is not None:
+                raise RequestError("Image in assistant message is unsupported", param=f"messages.{i}.content.{j}")
             if isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
                 if calls:
                     raise _pending_error(f"messages.{i}.{j}", [c.id for c in calls])
@@ -214,26 +278,38 @@ class _Walker:
         return frozenset(self.pending)
 
     def _system(self, i: int, m: MessageParam) -> None:
+        """A ``role: "system"`` message: V4 a ``<system-reminder>`` user text (tool additions
+        validated, then dropped); V4.1 a system message in place with its tool additions (names,
+        resolved once the tools are known) and images."""
         if self.pending:
             raise _pending_error(f"messages.{i}", self.pending)
+        pieces: list[Piece] = []
+        additions: list[str] = []
         if isinstance(m.content, str):
-            text = m.content
+            pieces.append(m.content)
         else:
-            parts: list[str] = []
             for j, b in enumerate(m.content):
-                if isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
-                    parts.append(_media_text(b))
+                if isinstance(b, ImageBlock) and self.token is not None:
+                    where = f"messages.{i}.content[{j}]"
+                    pieces.append(_image(b, where, where))
+                elif isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
+                    pieces.append(_media_text(b))
                 elif isinstance(b, ToolAdditionBlock):
                     if b.tool.name not in self.tool_names:
                         raise RequestError(
                             f"messages.{i}.content.{j}: `tool_addition` references unknown tool '{b.tool.name}'",
                             param=f"messages.{i}.content.{j}.tool.name",
                         )
+                    additions.append(b.tool.name)
                 else:
                     self._misplaced(i, j, b, "system")
-            text = "\n\n".join(parts)
-        if text:
-            self.out.append(UserMessage(f"<system-reminder>\n{text}\n</system-reminder>"))
+        if not self.rules.system_in_place:
+            text = "\n\n".join(p for p in pieces if isinstance(p, str))
+            if text:
+                self.out.append(UserMessage(f"<system-reminder>\n{text}\n</system-reminder>"))
+            return
+        text, images = join_with_images(pieces, self.token) if self.token is not None else ("\n\n".join(pieces), ())  # type: ignore[arg-type]
+        self.out.append(_PendingSystem(text, images, tuple(additions)))
 
     @staticmethod
     def _misplaced(i: int, j: int, b: Any, role: str) -> None:
@@ -306,9 +382,9 @@ def _check_tool_entries(tools: Sequence[Any], options: Options) -> frozenset[str
     return frozenset(t.name for t in tools)
 
 
-def _build_tools(tools: Sequence[CustomTool]) -> tuple[ToolDefinition, ...]:
+def _build_tools(tools: Sequence[CustomTool], deferred: bool = False) -> tuple[ToolDefinition, ...]:
     """Second pass (after the messages): unique names, then each ``input_schema`` (required; not
-    strict-normalised: Messages ignores ``strict``)."""
+    strict-normalised: Messages ignores ``strict``); ``deferred`` (V4.1) keeps ``defer_loading``."""
     out: list[ToolDefinition] = []
     seen: set[str] = set()
     for k, t in enumerate(tools):
@@ -321,7 +397,8 @@ def _build_tools(tools: Sequence[CustomTool]) -> tuple[ToolDefinition, ...]:
                 param=f"tools.{k}.input_schema",
             )
         with _param(f"tools.{k}.input_schema"):
-            out.append(common.build_tool(t.name, t.description, t.input_schema, None, f"tools[{k}].name", normalize_strict=False))
+            tool = common.build_tool(t.name, t.description, t.input_schema, None, f"tools[{k}].name", normalize_strict=False)
+        out.append(replace(tool, defer_loading=True) if deferred and t.defer_loading else tool)
     return tuple(out)
 
 
@@ -369,11 +446,13 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
             field path in ``param`` (stage ``parse`` only for a dict body whose tool_use ``input``
             cannot be printed as JSON, e.g. a Python set).
     """
-    common.check_model(req.model, options)
+    rules = common.family_rules(req.model, options)
     _check_thread(req, options)
     _check_parity_rejections(req, options)
     tools_in = list(req.tools or ())
     tool_names = _check_tool_entries(tools_in, options)
+    if rules.deferred_tools and tools_in and all(t.defer_loading for t in tools_in):
+        raise RequestError("tools: at least one tool must have defer_loading=false. All tools cannot be deferred.", param="tools")
     if not req.messages:
         raise RequestError("messages: at least one message is required", param="messages")
     thinking, effort = common.resolve_thinking(
@@ -381,11 +460,11 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         req.output_config.effort if req.output_config else None,
         options,
     )
-    body = _Walker(tool_names).walk(req.messages)
+    body = _Walker(tool_names, rules).walk(req.messages)
     body = _with_reasoning(body, thinking, bool(tools_in), options)
     tc = req.tool_choice
     mode = "auto" if tc is None else _TOOL_CHOICE_MODES[type(tc)]
-    tools = () if mode == "none" else _build_tools(tools_in)  # "none": schemas are never looked at
+    tools = () if mode == "none" else _build_tools(tools_in, rules.deferred_tools)  # "none": schemas are never looked at
     tool_choice: ToolChoice
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
@@ -402,8 +481,10 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     max_tokens = common.check_max_tokens(req.max_tokens, thinking, options, clamp=True, field="max_tokens")
 
     system = _system_text(req.system)
+    if rules.system_in_place:
+        body = _resolve_systems(body, tools)
     messages: tuple[Message, ...] = ((SystemMessage(system),) if system else ()) + tuple(body)
-    sampling = common.sampling(thinking, tools, req.temperature, req.top_p)
+    sampling = common.sampling(thinking, tools, req.temperature, req.top_p, rule=rules.top_p)
     return Conversation(
         messages=messages,
         tools=tools,

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
+from recipe.conversation import Conversation, ImageSource, OutputConstraint, ParsingOptions
+from recipe.encodings.table import get_encoding
 from recipe.prompt import Prompt
+from recipe.tokenizer import MissingSpecialTokenError
 
 __all__ = ["Api", "EngineParams", "PreparedRequest"]
 
@@ -52,13 +54,17 @@ class PreparedRequest:
         request: the validated pydantic request model.
         conversation: the API-neutral conversation.
         prompt: rendered segments (``prompt.text`` is the prompt string).
-        token_ids: prompt token ids (specials only where the template put them).
+        ids: the prompt token ids, or None when the vocabulary lacks a special token the
+            template emits (DeepSeek-V4.1 with the embedded DeepSeek-V4 vocabulary); read them
+            through :attr:`token_ids`.
         parsing: how to parse the completion.
         output_constraint: what a constrained decoder should enforce, or None; its ``grammar`` is the
             whole turn's :class:`~recipe.schema.turn.OutputGrammar` (docs/constrained-decoding.md).
         stream: the client asked for a stream.
         engine: max tokens, stop token ids, sampling and the output constraint as one bundle for
-            the engine (:class:`EngineParams`); None only for hand-built requests.
+            the engine (:class:`EngineParams`); None for hand-built requests and when there are no
+            token ids (``ids`` is None).
+        missing_special: the special token the vocabulary lacks when ``ids`` is None.
     """
 
     api: Api
@@ -67,11 +73,37 @@ class PreparedRequest:
     request: Any
     conversation: Conversation
     prompt: Prompt
-    token_ids: list[int]
+    ids: list[int] | None
     parsing: ParsingOptions
     output_constraint: OutputConstraint | None
     stream: bool
     engine: EngineParams | None = None
+    missing_special: str | None = None
+
+    @property
+    def token_ids(self) -> list[int]:
+        """Prompt token ids (specials only where the template put them). Always a list for a family
+        whose vocabulary is complete (every DeepSeek-V4 request with the embedded vocabulary).
+
+        Raises:
+            MissingSpecialTokenError: the vocabulary lacks :attr:`missing_special` (its message
+                names the token and how to supply the family's vocabulary).
+        """
+        if self.ids is None:
+            raise MissingSpecialTokenError(self.missing_special or "", self.encoding, get_encoding(self.encoding).vocabulary_hint)
+        return self.ids
+
+    @property
+    def token_ids_note(self) -> str | None:
+        """Why there are no token ids (the :class:`MissingSpecialTokenError` message), or None."""
+        if self.ids is not None:
+            return None
+        return str(MissingSpecialTokenError(self.missing_special or "", self.encoding, get_encoding(self.encoding).vocabulary_hint))
+
+    @property
+    def image_sources(self) -> tuple[ImageSource, ...]:
+        """The images of the prompt's image tokens, in prompt order (V4.1; empty otherwise)."""
+        return self.prompt.images
 
     def conversion(self) -> dict[str, Any]:
         """The conversion settings as a JSON-ready dict (the keys of the parity vectors' ``conversion``):

@@ -54,9 +54,12 @@ from recipe.api.responses_wire import (
     WebSearchChoice,
     parse_responses_request,
 )
+from recipe.api.images import Piece, image_from_url, join_with_images
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
+    ImagePlaceholder,
+    ImageSource,
     Message,
     ResponseFormat,
     SystemMessage,
@@ -65,6 +68,7 @@ from recipe.conversation import (
     ToolMessage,
     UserMessage,
 )
+from recipe.encodings.base import RequestRules
 from recipe.errors import RequestError
 from recipe.options import Options
 
@@ -203,6 +207,29 @@ def _join(content: Union[str, Sequence[Any], None]) -> str:
     return "\n\n".join(p.text if isinstance(p, (InputText, OutputText)) else _PART_TEXT[type(p)] for p in content)
 
 
+def _image(i: int, j: int, part: InputImage) -> ImageSource:
+    """V4.1: an ``input_image`` part as a validated image source."""
+    where = f"input[{i}].content[{j}]"
+    if part.image_url is not None and part.file_id is not None:
+        raise RequestError(f"{where}: input_image cannot have both image_url and file_id", param=where)
+    if part.file_id is not None:
+        raise RequestError(f"{where}: file_id is not supported. Pass the image as a base64 data url instead.", param=where)
+    if part.image_url is None:
+        raise RequestError(f"{where}: input_image must have image_url or file_id", param=where)
+    return image_from_url(part.image_url, part.detail, f"input[{i}]", f"input[{i}]")
+
+
+def _join_images(i: int, content: Union[str, Sequence[Any], None], rules: RequestRules) -> tuple[str, tuple[ImagePlaceholder, ...]]:
+    """Content text and its image placeholders (V4.1); V4 writes ``[Unsupported Image]``."""
+    if rules.image_token is None or not isinstance(content, list) or not any(isinstance(p, InputImage) for p in content):
+        return _join(content), ()
+    pieces: list[Piece] = [
+        _image(i, j, p) if isinstance(p, InputImage) else p.text if isinstance(p, (InputText, OutputText)) else _PART_TEXT[type(p)]
+        for j, p in enumerate(content)
+    ]
+    return join_with_images(pieces, rules.image_token)
+
+
 def _empty_call_id(i: int) -> RequestError:
     path = f"input[{i}].call_id"
     return RequestError(f"Invalid '{path}': empty string. Expected a string with minimum length 1, but got an empty string instead.", param=path)
@@ -223,8 +250,9 @@ class _Turn:
 class _Walker:
     """Turns input items into messages (see the module docstring for the rules)."""
 
-    def __init__(self, flat_names: dict[tuple[str, str], str]) -> None:
+    def __init__(self, flat_names: dict[tuple[str, str], str], rules: RequestRules) -> None:
         self.flat_names = flat_names
+        self.rules = rules
         self.messages: list[Message] = []
         self.turn: _Turn | None = None
         self.pending: list[str] = []  # call ids awaiting output, in call order
@@ -254,11 +282,11 @@ class _Walker:
             self.turn = _Turn()
         self.turn.calls.append(call)
 
-    def output(self, i: int, call_id: str | None, content: str) -> None:
+    def output(self, i: int, call_id: str | None, content: str, images: tuple[ImagePlaceholder, ...] = ()) -> None:
         if call_id is None:  # accepted: a tool result answering nothing
             self.require_no_pending(i)
             self.close()
-            self.messages.append(ToolMessage("", content))
+            self.messages.append(ToolMessage("", content, images))
             return
         if call_id == "":
             raise _empty_call_id(i)
@@ -268,7 +296,7 @@ class _Walker:
             raise RequestError(f"No tool call found for tool output with call_id {call_id}.", param=f"input[{i}].call_id")
         self.pending.remove(call_id)
         self.answered.add(call_id)
-        self.results.append(ToolMessage(call_id, content))
+        self.results.append(ToolMessage(call_id, content, images))
         if not self.pending:
             self.close()
 
@@ -279,18 +307,24 @@ class _Walker:
         elif isinstance(it, CustomToolCallItem):
             self.call(i, ToolCall(it.call_id, it.name, orjson.dumps({"input": it.input}).decode()))
         elif isinstance(it, (FunctionCallOutputItem, CustomToolCallOutputItem)):
-            self.output(i, it.call_id, _join(it.output))
+            self.output(i, it.call_id, *_join_images(i, it.output, self.rules))
         elif isinstance(it, MessageItem):
             self.require_no_pending(i)
-            text = _join(it.content)
             if it.role == "assistant":
+                if self.rules.image_token is not None and isinstance(it.content, list) and any(isinstance(p, InputImage) for p in it.content):
+                    raise RequestError(f"input[{i}]: Image in assistant message is unsupported", param=f"input[{i}].content")
+                text = _join(it.content)
                 if self.turn is None:
                     self.turn = _Turn()
                 if text:
                     self.turn.texts.append(text)
                 return
+            text, images = _join_images(i, it.content, self.rules)
             self.close()
-            self.messages.append(SystemMessage(text) if it.role == "system" else UserMessage(text))
+            if it.role == "system" or (it.role == "developer" and self.rules.system_in_place):
+                self.messages.append(SystemMessage(text, images))
+            else:
+                self.messages.append(UserMessage(text, images))
         elif isinstance(it, ReasoningItem):
             self.require_no_pending(i)
             text = "\n".join(p.text for p in it.content or ())
@@ -304,7 +338,7 @@ class _Walker:
         # item_reference, tool_search_*, unknown types: ignored
 
 
-def _messages(req: ResponsesRequest) -> list[Message]:
+def _messages(req: ResponsesRequest, rules: RequestRules) -> list[Message]:
     """Instructions and input as Conversation messages (pairing and call-id rules checked)."""
     if req.input is None and not req.instructions:
         raise RequestError("Either input or instructions must be provided", param="input")
@@ -317,7 +351,7 @@ def _messages(req: ResponsesRequest) -> list[Message]:
     flat = {}
     for name, key in namespace_tool_map(req).items():
         flat.setdefault(key, name)
-    walker = _Walker(flat)
+    walker = _Walker(flat, rules)
     for i, it in enumerate(req.input or ()):
         walker.item(i, it)
     walker.require_no_pending(len(req.input or ()))
@@ -364,12 +398,12 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     Raises:
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
     """
-    common.check_model(req.model, options)
+    rules = common.family_rules(req.model, options)
     effort_level = req.reasoning.effort if req.reasoning else None
     thinking, effort = common.resolve_thinking(None, effort_level, options)
     tool_list = req.tools or ()
     _check_tools(tool_list, options)
-    messages = _messages(req)
+    messages = _messages(req, rules)
     entries = _flat_entries(tool_list)
     if options.reasoning_content_behavior == "reject" and thinking:
         _check_reasoning_present(messages, bool(entries))
@@ -396,10 +430,13 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     max_tokens = common.check_max_tokens(req.max_output_tokens, thinking, options, clamp=False, field="max_output_tokens")
 
     sampling = common.sampling(
-        thinking, tools, req.temperature, req.top_p, logprobs=req.top_logprobs is not None, top_logprobs=req.top_logprobs
+        thinking, tools, req.temperature, req.top_p, logprobs=req.top_logprobs is not None, top_logprobs=req.top_logprobs,
+        rule=rules.top_p,
     )
+    if not rules.system_in_place:  # V4 hoists system text; an empty one adds nothing (V4.1 keeps it)
+        messages = [m for m in messages if not (type(m) is SystemMessage and m.content == "")]
     return Conversation(
-        messages=tuple(m for m in messages if not (type(m) is SystemMessage and m.content == "")),
+        messages=tuple(messages),
         tools=tools,
         tool_choice=tool_choice,
         thinking=thinking,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from recipe.encodings import deepseek_v4
+from recipe.encodings import deepseek_v4, deepseek_v41
 from recipe.encodings.base import Encoding
 
 __all__ = ["ENCODINGS", "MODELS", "get_encoding"]
@@ -18,6 +18,7 @@ __all__ = ["ENCODINGS", "MODELS", "get_encoding"]
 #: Encoding name -> record.
 ENCODINGS: Mapping[str, Encoding] = MappingProxyType({
     deepseek_v4.ENCODING.name: deepseek_v4.ENCODING,
+    deepseek_v41.ENCODING.name: deepseek_v41.ENCODING,
 })
 
 #: API model name -> encoding name, from every record's ``models`` (matched exactly).

@@ -425,22 +425,25 @@ def tools_constraint_json(tools: Sequence[ToolDefinition]) -> str:
     Each tool prints as ``{"type":"function","function":{"name","description","parameters",
     "strict"}}``: description ``null`` when missing, parameters ``{}`` when missing, ``strict``
     always present (``null``/``true``/``false``). Parameters are printed as stored (already
-    normalised for strict tools).
+    normalised for strict tools). A deferred tool (V4.1 Messages ``defer_loading``) also carries
+    ``"defer_loading":true`` after ``function``.
     """
-    return dumps_compact(
-        [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": {} if t.parameters is None else t.parameters,
-                    "strict": t.strict,
-                },
-            }
-            for t in tools
-        ]
-    )
+    return dumps_compact([_tool_entry(t) for t in tools])
+
+
+def _tool_entry(t: ToolDefinition) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "type": "function",
+        "function": {
+            "name": t.name,
+            "description": t.description,
+            "parameters": {} if t.parameters is None else t.parameters,
+            "strict": t.strict,
+        },
+    }
+    if t.defer_loading:
+        entry["defer_loading"] = True
+    return entry
 
 
 def json_schema_constraint(schema: Any, strict: bool | None) -> str:

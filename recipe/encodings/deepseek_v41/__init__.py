@@ -1,0 +1,65 @@
+"""DeepSeek-V4.1 encoding (V4.1-Flash): the :data:`ENCODING` record.
+
+- ``render.render(conversation) -> Prompt``: the API path, deepseek-recipe 0.2.0's V4.1 rules.
+- ``reference.encode_messages(...)`` / ``encode_messages_to_ids(...)``: DeepSeek's reference
+  encoder semantics (``encoding_dsv41.py``) for training and evaluation pipelines.
+- the output parser is V4's (:mod:`recipe.encodings.deepseek_v4.output`): it reads both DSML
+  spellings, as deepseek-recipe's does for either model.
+
+Token ids: V4.1 emits ``<｜System｜>`` and an image token, which the embedded vocabulary
+(DeepSeek-V4's) lacks, and no V4.1 ``tokenizer.json`` ships with recipe. With the embedded
+vocabulary ``prepare`` gives the prompt and its segments but no ids (``prep.token_ids`` raises
+:class:`~recipe.tokenizer.MissingSpecialTokenError`); with the model's own vocabulary
+(``load_tokenizer(path)``, ``--tokenizer PATH``) the ids are exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recipe.encodings.base import Encoding, RequestRules
+from recipe.encodings.deepseek_v4 import new_parser
+from recipe.encodings.deepseek_v4.constants import EOS
+from recipe.encodings.deepseek_v41.constants import IMAGE, SPECIAL_IDS, SYSTEM
+from recipe.encodings.deepseek_v41.render import render
+from recipe.tokenizer import load_tokenizer
+
+__all__ = ["ENCODING", "VOCABULARY_HINT", "encode_messages", "encode_messages_to_ids"]
+
+#: How to supply a V4.1 vocabulary (the end of the missing-special-token error).
+VOCABULARY_HINT = (
+    "the embedded vocabulary is DeepSeek-V4's and no DeepSeek-V4.1 tokenizer.json ships with recipe; "
+    "pass the model's own tokenizer.json (recipe.load_tokenizer(path) and prepare(..., tokenizer=...), "
+    "or --tokenizer PATH on the command line) to get token ids"
+)
+
+
+def encode_messages(*args: Any, **kwargs: Any) -> Any:
+    """DeepSeek's reference ``encode_messages`` (V4.1); see :func:`.reference.encode_messages`."""
+    from recipe.encodings.deepseek_v41.reference import encode_messages as run
+
+    return run(*args, **kwargs)
+
+
+def encode_messages_to_ids(*args: Any, **kwargs: Any) -> list[int]:
+    """Token ids of the V4.1 reference prompt; see :func:`.reference.encode_messages_to_ids`."""
+    from recipe.encodings.deepseek_v41.reference import encode_messages_to_ids as run
+
+    return run(*args, **kwargs)
+
+
+#: The DeepSeek-V4.1 family record (model table rows: V4.1-Flash, both spellings).
+ENCODING = Encoding(
+    name="deepseek_v41",
+    render=render,
+    new_parser=new_parser,
+    encode_messages=encode_messages,
+    encode_messages_to_ids=encode_messages_to_ids,
+    special_tokens=SPECIAL_IDS,
+    stop_tokens=(EOS,),
+    models=("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash"),
+    tokenizer=load_tokenizer,
+    request=RequestRules(system_in_place=True, image_token=IMAGE, deferred_tools=True, top_p="v41"),
+    required_specials=(SYSTEM,),
+    vocabulary_hint=VOCABULARY_HINT,
+)
