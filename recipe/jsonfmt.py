@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -31,6 +32,8 @@ import orjson
 from recipe.errors import RequestError
 
 __all__ = [
+    "format_float_python",
+    "dumps_prompt_python",
     "JSONNumberOutOfRange",
     "parse_json_value",
     "loads_request",
@@ -356,7 +359,14 @@ def format_float(value: float) -> str:
 _encode_str = json.encoder.encode_basestring  # C-accelerated; escapes exactly the target's set
 
 
-def _py_dumps(value: Any, comma: str, colon: str) -> str:
+def format_float_python(value: float) -> str:
+    """Format a float as Python's ``repr`` does (``1e-05``, ``1e+16``), the DeepSeek-V4.1 prompt's
+    rule (deepseek-recipe's V4.1 path and DeepSeek's reference encoders, ``json.dumps``);
+    non-finite values give ``"null"``."""
+    return float.__repr__(value) if math.isfinite(value) else "null"
+
+
+def _py_dumps(value: Any, comma: str, colon: str, fmt_float: Callable[[float], str] = format_float) -> str:
     """Pure-Python printer (fallback when orjson cannot print the value)."""
     parts: list[str] = []
     append = parts.append
@@ -373,7 +383,7 @@ def _py_dumps(value: Any, comma: str, colon: str) -> str:
         elif isinstance(v, int):
             append(int.__repr__(v))
         elif isinstance(v, float):
-            append(format_float(v))
+            append(fmt_float(v))
         elif isinstance(v, dict):
             append("{")
             first = True
@@ -449,6 +459,24 @@ def dumps_prompt(value: Any) -> str:
             return _py_dumps(value, ", ", ": ")
         return _LAYOUT_RE.sub("", _COMMA_LAYOUT_RE.sub(", ", out))
     return _py_dumps(value, ", ", ": ")
+
+
+def dumps_prompt_python(value: Any) -> str:
+    """JSON as printed inside the DeepSeek-V4.1 prompt: :func:`dumps_prompt` with Python's float
+    format (:func:`format_float_python`), i.e. ``json.dumps(value, ensure_ascii=False)``.
+
+    Raises:
+        TypeError: as :func:`dumps_compact`.
+    """
+    if isinstance(value, str):
+        return _encode_str(value)
+    try:
+        return _json_dumps_python(value)
+    except (ValueError, TypeError):  # a non-finite float ("null") or a non-str key (TypeError below)
+        return _py_dumps(value, ", ", ": ", format_float_python)
+
+
+_json_dumps_python = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False).encode
 
 
 # ---------------------------------------------------------------------------------------------

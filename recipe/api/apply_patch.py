@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["APPLY_PATCH_NAME", "APPLY_PATCH_DESCRIPTION", "APPLY_PATCH_PARAMETERS"]
+__all__ = ["APPLY_PATCH_NAME", "APPLY_PATCH_DESCRIPTION", "APPLY_PATCH_DESCRIPTIONS", "APPLY_PATCH_PARAMETERS"]
 
 APPLY_PATCH_NAME = "apply_patch"
 
@@ -93,4 +93,12 @@ APPLY_PATCH_PARAMETERS: dict[str, Any] = {
         }
     },
     "required": ["input"],
+}
+
+
+#: Description by the family's variant (:attr:`~recipe.encodings.base.RequestRules.apply_patch`):
+#: deepseek-recipe's V4.1 text has a blank line after "envelope:" (observed), otherwise V4's.
+APPLY_PATCH_DESCRIPTIONS: dict[str, str] = {
+    "v4": APPLY_PATCH_DESCRIPTION,
+    "v41": APPLY_PATCH_DESCRIPTION.replace("envelope:\n*** Begin Patch", "envelope:\n\n*** Begin Patch", 1),
 }

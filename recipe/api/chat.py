@@ -28,7 +28,7 @@ from recipe.api.chat_wire import (
     UserMsg,
     parse_chat_request,
 )
-from recipe.api.images import Piece, image_from_file_data, image_from_url, join_with_images
+from recipe.api.images import Piece, file_data_url, image_from_url, join_with_images
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
@@ -60,18 +60,27 @@ def _join(content: Content | None) -> str:
     return "\n\n".join(p.text if isinstance(p, TextPart) else common.UNSUPPORTED_IMAGE for p in content)
 
 
-def _pieces(i: int, content: Content) -> list[Piece]:
+def _image_urls(i: int, content: list[Any]) -> list[tuple[str, str | None] | None]:
+    """Per part: ``(url, detail)`` of an ``image_url`` or ``file`` part, None for text; every file
+    part is checked first (deepseek-recipe's order)."""
+    where = f".messages[{i}]"
+    files = {k: file_data_url(p.file_data, p.file_id, where) for k, p in enumerate(content) if isinstance(p, FilePart)}
+    out: list[tuple[str, str | None] | None] = []
+    for k, p in enumerate(content):
+        if k in files:
+            out.append((files[k], None))
+        elif isinstance(p, ImagePart):
+            out.append((p.image_url.url, p.image_url.detail))
+        else:
+            out.append(None)
+    return out
+
+
+def _pieces(i: int, content: list[Any]) -> list[Piece]:
     """V4.1: text parts as text, ``image_url`` and ``file`` parts as validated image sources."""
     where = f".messages[{i}]"
-    out: list[Piece] = []
-    for p in content:
-        if isinstance(p, TextPart):
-            out.append(p.text)
-        elif isinstance(p, ImagePart):
-            out.append(image_from_url(p.image_url.url, p.image_url.detail, where, where))
-        else:
-            out.append(image_from_file_data(p.file_data, p.file_id, where, where))
-    return out
+    return [p.text if url is None else image_from_url(url[0], url[1], where, where)
+            for p, url in zip(content, _image_urls(i, content))]
 
 
 def _join_images(i: int, content: Content | None, rules: RequestRules) -> tuple[str, tuple[ImagePlaceholder, ...]]:
@@ -85,18 +94,19 @@ def _check_assistant_media(i: int, content: Content | None, rules: RequestRules)
     """V4.1 refuses images in assistant content (a ``file`` part is validated first)."""
     if rules.image_token is None or not isinstance(content, list):
         return
-    for p in content:
-        if isinstance(p, FilePart):
-            image_from_file_data(p.file_data, p.file_id, f".messages[{i}]", f".messages[{i}]")
-        if not isinstance(p, TextPart):
-            raise RequestError("Image in assistant message is not supported", param=f"messages[{i}].content")
+    if any(url is not None for url in _image_urls(i, content)):
+        raise RequestError("Image in assistant message is not supported", param=f"messages[{i}].content")
 
 
-def _check_pairing(msgs: list[Any]) -> None:
-    """Every tool message answers the preceding assistant's calls; every call gets exactly one answer."""
+def _convert_and_pair(msgs: list[Any], rules: RequestRules) -> tuple[Message, ...]:
+    """Each message converted (:func:`_message`), in order, while checking that every tool message
+    answers the preceding assistant's calls and every call gets exactly one answer: the first
+    problem in message order is the error, as deepseek-recipe reports it."""
+    out: list[Message] = []
     pending: list[str] | None = None  # call ids still awaiting a tool message
     answered: set[str] = set()
     for i, m in enumerate(msgs):
+        out.append(_message(i, m, rules))
         if type(m) is ToolMsg:
             if pending is None:
                 raise RequestError(
@@ -119,6 +129,7 @@ def _check_pairing(msgs: list[Any]) -> None:
             pending = [c.id for c in m.tool_calls]
     if pending:
         _missing(pending, answered, len(msgs))
+    return tuple(out)
 
 
 def _missing(pending: list[str], answered: set[str], i: int) -> None:
@@ -182,7 +193,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         raise RequestError("Empty input messages", param="messages")
     thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options)
 
-    messages = tuple(_message(i, m, rules) for i, m in enumerate(req.messages))
+    messages = _convert_and_pair(list(req.messages), rules)
     last = len(req.messages) - 1
     for i, m in enumerate(req.messages):
         if type(m) is AssistantMsg and m.prefix and i != last:
@@ -193,7 +204,6 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     has_prefix = isinstance(req.messages[-1], AssistantMsg) and req.messages[-1].prefix
     if has_prefix and (req.tools or any(isinstance(m, AssistantMsg) and m.tool_calls for m in req.messages)):
         raise RequestError("Function call should not be used with prefix", param="tools")
-    _check_pairing(list(req.messages))
     if options.reasoning_content_behavior == "reject" and thinking:
         _check_reasoning_present(req.messages)
 
@@ -219,13 +229,13 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
 
     rf = _response_format(req.response_format)
     common.check_response_format(rf)
-    if has_prefix and rf.type == "json_object":
-        raise RequestError("response_format json_object should not be used with prefix", param="response_format")
     if rf.type == "json_object" and not common.mentions_json(_texts(messages)):
         raise RequestError(
             "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.",
             param="response_format",
         )
+    if has_prefix and rf.type == "json_object":
+        raise RequestError("response_format json_object should not be used with prefix", param="response_format")
     common.check_sampling(req.temperature, req.top_p)
     if req.n is not None and req.n != 1:
         raise RequestError("Invalid n value (currently only n = 1 is supported)", param="n")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Union
 
@@ -29,7 +30,7 @@ from recipe.errors import RequestError
 __all__ = [
     "IMAGE_MIME_TYPES",
     "image_from_url",
-    "image_from_file_data",
+    "file_data_url",
     "image_from_base64",
     "image_from_messages_url",
     "join_with_images",
@@ -91,12 +92,14 @@ def image_from_url(url: str, detail: str | None, path: str, where: str) -> Image
     raise _error(where, "Unsupported image_url format")
 
 
-def image_from_file_data(file_data: str | None, file_id: str | None, path: str, where: str) -> ImageSource:
-    """A Chat ``file`` part (its top-level ``file_data`` / ``file_id``) as an :class:`ImageSource`.
+def file_data_url(file_data: str | None, file_id: str | None, where: str) -> str:
+    """A Chat ``file`` part's image URL: its top-level ``file_data``, checked (deepseek-recipe reads
+    every file part of a message this way before it reads any image of it; the URL then follows the
+    ``image_url`` rules).
 
     Raises:
         RequestError: both or neither given, a ``file_id``, ``file_data`` that is not a base64
-            data URL, the unsupported-file message, then the ``image_url`` rules.
+            data URL, the unsupported-file message.
     """
     if file_id is not None and file_data is not None:
         raise _error(where, "file cannot have both file_id and file_data")
@@ -111,7 +114,7 @@ def image_from_file_data(file_data: str | None, file_id: str | None, path: str, 
         raise _error(where, _UNSUPPORTED.format(what="file"))
     if header.endswith("base64") and not _forgiving_base64_ok(data):
         raise _error(where, "file_data is not a valid base64 data url")
-    return image_from_url(file_data, None, path, where)
+    return file_data
 
 
 def _strict_base64(data: str) -> bytes | None:
@@ -141,21 +144,20 @@ def image_from_base64(media_type: str, data: str, path: str, where: str) -> Imag
     return ImageSource("data_url", f"data:{mime};base64,{base64.b64encode(raw).decode()}", "high", path)
 
 
+_RUST_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
+#: Unicode categories Rust's ``char::escape_debug`` treats as not printable (besides ``" "``), and
+#: the grapheme extenders it escapes (approximated by the mark categories Mn and Me plus ZWNJ).
+_RUST_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs", "Mn", "Me"})
+
+
 def _rust_debug(s: str) -> str:
-    """``s`` quoted as Rust's ``{:?}`` prints a string (the escapes that matter for URLs)."""
+    """``s`` quoted as Rust's ``{:?}`` prints a string (deepseek-recipe's ``invalid url`` message)."""
     out = []
     for c in s:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\r":
-            out.append("\\r")
-        elif c == "\t":
-            out.append("\\t")
-        elif c == "\0":
-            out.append("\\0")
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
+        esc = _RUST_ESCAPES.get(c)
+        if esc is not None:
+            out.append(esc)
+        elif c != " " and (unicodedata.category(c) in _RUST_UNPRINTABLE or c == "\u200c"):
             out.append(f"\\u{{{ord(c):x}}}")
         else:
             out.append(c)

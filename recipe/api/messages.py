@@ -223,6 +223,8 @@ class _Walker:
                 else:
                     self.out.append(ToolMessage(b.tool_use_id, *_tool_result_images(b, i, j, self.token)))
             elif isinstance(b, ImageBlock) and self.token is not None:
+                if self.pending:  # the pairing error comes before the image is read
+                    raise _pending_error(f"messages.{i}", self.pending)
                 where = f"messages.{i}.content[{j}]"
                 self._text_like(i, self.token, (ImagePlaceholder(0, _image(b, where, where)),))
             elif isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
@@ -253,11 +255,12 @@ class _Walker:
         redacted = False
         calls: list[ToolCall] = []
         for j, b in enumerate(m.content):
-            if isinstance(b, ImageBlock) and self.token is not None:
-                raise RequestError("Image in assistant message is unsupported", param=f"messages.{i}.content.{j}")
             if isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
                 if calls:
                     raise _pending_error(f"messages.{i}.{j}", [c.id for c in calls])
+                if isinstance(b, ImageBlock) and self.token is not None:  # V4.1: read, then refused
+                    _image(b, f"messages.{i}.content[{j}]", f"messages.{i}.content[{j}]")
+                    raise RequestError("Image in assistant message is unsupported", param=f"messages.{i}.content.{j}")
                 # deepseek-recipe adds the separator only once the text so far is non-empty:
                 # ["", "b"] -> "b" but ["a", ""] -> "a\n\n" (thinking blocks use a plain join).
                 text = f"{text}\n\n{_media_text(b)}" if text else _media_text(b)
@@ -483,7 +486,9 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     system = _system_text(req.system)
     if rules.system_in_place:
         body = _resolve_systems(body, tools)
-    messages: tuple[Message, ...] = ((SystemMessage(system),) if system else ()) + tuple(body)
+    # V4 hoists system text (an empty one adds nothing); V4.1 renders a given one, even empty
+    given = req.system is not None if rules.system_in_place else bool(system)
+    messages: tuple[Message, ...] = ((SystemMessage(system),) if given else ()) + tuple(body)
     sampling = common.sampling(thinking, tools, req.temperature, req.top_p, rule=rules.top_p)
     return Conversation(
         messages=messages,

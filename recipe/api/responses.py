@@ -13,7 +13,7 @@ Item walk (observed rules):
   ``developer`` items user messages; content parts are joined with ``\\n\\n``.
 - Consecutive ``assistant`` items, ``reasoning`` items and ``function_call`` items build one
   assistant message: non-empty texts joined with ``\\n\\n``, non-empty reasoning texts with ``\\n``,
-  calls appended. A non-empty reasoning item after assistant text starts a new assistant message.
+  calls sorted by call id. A non-empty reasoning item after assistant text starts a new assistant message.
 - After a call, only calls and outputs may follow until every pending call has its output; the
   assistant message and its tool results are then closed. ``item_reference``, unknown item types
   and tool-search items are ignored everywhere.
@@ -29,7 +29,7 @@ import orjson
 
 from recipe.api import common
 from recipe.api.apply_patch import (
-    APPLY_PATCH_DESCRIPTION,
+    APPLY_PATCH_DESCRIPTIONS,
     APPLY_PATCH_NAME,
     APPLY_PATCH_PARAMETERS,
 )
@@ -82,6 +82,7 @@ __all__ = [
 ]
 
 UNSUPPORTED_DOCUMENT = "[Unsupported Document]"
+_V4_RULES = RequestRules()
 
 
 # --- tools: flattening and validation -----------------------------------------------------------
@@ -99,21 +100,33 @@ class _ToolEntry:
     namespace: tuple[str, str] | None = None  # (namespace, local name) for flattened tools
 
 
-def flat_name(namespace: str, name: str) -> str:
-    """The flat tool name of ``name`` in ``namespace``: ``ns__name``.
+def flat_name(namespace: str, name: str, style: str = "v4") -> str:
+    """The flat tool name of ``name`` in ``namespace``.
 
-    When either side already has an underscore at the seam the two are just joined
-    (``("x_", "y")`` -> ``x_y``, ``("x", "_y")`` -> ``x_y``), as the parity target does.
+    ``v4``: ``ns__name``; when either side already has an underscore at the seam the two are just
+    joined (``("x_", "y")`` -> ``x_y``, ``("x", "_y")`` -> ``x_y``), as the parity target does.
+    ``v41``: ``ns::name`` (deepseek-recipe's V4.1 conversion).
     """
+    if style == "v41":
+        return f"{namespace}::{name}"
     return namespace + name if namespace.endswith("_") or name.startswith("_") else f"{namespace}__{name}"
+
+
+def _flat_description(namespace: str | None, description: str | None, style: str) -> str | None:
+    """A flattened tool's description: its own (``v4``); ``v41``: the namespace's description, a
+    newline, then its own, when the namespace has a non-empty one."""
+    if style == "v41" and namespace:
+        return f"{namespace}\n{description or ''}"
+    return description
 
 
 def _check_name(name: str, path: str, options: Options) -> None:
     common.check_tool_name(name, path, options)
 
 
-def _flat_entries(tools: Sequence[Any]) -> list[_ToolEntry]:
-    """Function tools in request order with namespace tools flattened to ``ns__name``.
+def _flat_entries(tools: Sequence[Any], rules: RequestRules = _V4_RULES) -> list[_ToolEntry]:
+    """Function tools in request order with namespace tools flattened (:func:`flat_name` in the
+    family's style, ``rules.namespaces``).
 
     A flattened name that collides with a plain tool or an earlier flattened name gets the first
     free suffix ``_1``, ``_2``, …; plain names never change. No validation here.
@@ -126,31 +139,34 @@ def _flat_entries(tools: Sequence[Any]) -> list[_ToolEntry]:
             out.append(_ToolEntry(t.name, t.description, t.parameters, t.strict, f"tools[{k}].name"))
         elif isinstance(t, CustomTool):
             if t.name == APPLY_PATCH_NAME:
-                out.append(_ToolEntry(APPLY_PATCH_NAME, APPLY_PATCH_DESCRIPTION, APPLY_PATCH_PARAMETERS, None, f"tools[{k}].name"))
+                description = APPLY_PATCH_DESCRIPTIONS[rules.apply_patch]
+                out.append(_ToolEntry(APPLY_PATCH_NAME, description, APPLY_PATCH_PARAMETERS, None, f"tools[{k}].name"))
         elif isinstance(t, NamespaceTool):
             for j, inner in enumerate(t.tools):
                 if not isinstance(inner, FunctionTool):
                     continue
-                base = candidate = flat_name(t.name, inner.name)
+                base = candidate = flat_name(t.name, inner.name, rules.namespaces)
                 n = 0
                 while candidate in used:
                     n += 1
                     candidate = f"{base}_{n}"
                 used.add(candidate)
+                description = _flat_description(t.description, inner.description, rules.namespaces)
                 out.append(
-                    _ToolEntry(candidate, inner.description, inner.parameters, inner.strict, f"tools[{k}].tools[{j}].name", (t.name, inner.name))
+                    _ToolEntry(candidate, description, inner.parameters, inner.strict, f"tools[{k}].tools[{j}].name", (t.name, inner.name))
                 )
     return out
 
 
-def namespace_tool_map(req: ResponsesRequest) -> dict[str, tuple[str, str]]:
+def namespace_tool_map(req: ResponsesRequest, rules: RequestRules = _V4_RULES) -> dict[str, tuple[str, str]]:
     """Flattened tool name -> (namespace, local name) for every namespace function tool.
 
-    E.g. ``{"fs__read": ("fs", "read")}``; a name bumped by a collision keeps its suffix
-    (``{"ns__a_1": ("ns", "a")}``). The output side uses it to report calls under their namespace.
-    Never raises (the request is already parsed; invalid names are the converter's business).
+    E.g. ``{"fs__read": ("fs", "read")}`` (V4.1: ``{"fs::read": ("fs", "read")}``); a name bumped
+    by a collision keeps its suffix (``{"ns__a_1": ("ns", "a")}``). The output side uses it to
+    report calls under their namespace. ``rules``: the model family's request rules. Never raises
+    (the request is already parsed; invalid names are the converter's business).
     """
-    return {e.name: e.namespace for e in _flat_entries(req.tools or ()) if e.namespace is not None}
+    return {e.name: e.namespace for e in _flat_entries(req.tools or (), rules) if e.namespace is not None}
 
 
 def _check_tools(tools: Sequence[Any], options: Options) -> None:
@@ -207,24 +223,30 @@ def _join(content: Union[str, Sequence[Any], None]) -> str:
     return "\n\n".join(p.text if isinstance(p, (InputText, OutputText)) else _PART_TEXT[type(p)] for p in content)
 
 
-def _image(i: int, j: int, part: InputImage) -> ImageSource:
-    """V4.1: an ``input_image`` part as a validated image source."""
-    where = f"input[{i}].content[{j}]"
-    if part.image_url is not None and part.file_id is not None:
+def _image_url(i: int, j: int, part: InputImage, field: str) -> str:
+    """V4.1: an ``input_image`` part's URL (``input[i].<field>[j]``), its fields checked (an empty
+    string counts as absent)."""
+    where = f"input[{i}].{field}[{j}]"
+    if part.image_url and part.file_id:
         raise RequestError(f"{where}: input_image cannot have both image_url and file_id", param=where)
-    if part.file_id is not None:
+    if part.file_id:
         raise RequestError(f"{where}: file_id is not supported. Pass the image as a base64 data url instead.", param=where)
-    if part.image_url is None:
+    if not part.image_url:
         raise RequestError(f"{where}: input_image must have image_url or file_id", param=where)
-    return image_from_url(part.image_url, part.detail, f"input[{i}]", f"input[{i}]")
+    return part.image_url
 
 
-def _join_images(i: int, content: Union[str, Sequence[Any], None], rules: RequestRules) -> tuple[str, tuple[ImagePlaceholder, ...]]:
+def _join_images(
+    i: int, content: Union[str, Sequence[Any], None], rules: RequestRules, field: str = "content"
+) -> tuple[str, tuple[ImagePlaceholder, ...]]:
     """Content text and its image placeholders (V4.1); V4 writes ``[Unsupported Image]``."""
     if rules.image_token is None or not isinstance(content, list) or not any(isinstance(p, InputImage) for p in content):
         return _join(content), ()
+    # every image part's fields are checked before any URL (deepseek-recipe's order)
+    urls = {j: _image_url(i, j, p, field) for j, p in enumerate(content) if isinstance(p, InputImage)}
     pieces: list[Piece] = [
-        _image(i, j, p) if isinstance(p, InputImage) else p.text if isinstance(p, (InputText, OutputText)) else _PART_TEXT[type(p)]
+        image_from_url(urls[j], p.detail, f"input[{i}]", f"input[{i}]") if j in urls
+        else p.text if isinstance(p, (InputText, OutputText)) else _PART_TEXT[type(p)]
         for j, p in enumerate(content)
     ]
     return join_with_images(pieces, rules.image_token)
@@ -244,7 +266,10 @@ class _Turn:
     calls: list[ToolCall] = field(default_factory=list)
 
     def message(self) -> AssistantMessage:
-        return AssistantMessage("\n\n".join(self.texts), "\n".join(self.reasoning) if self.reasoning else None, tuple(self.calls))
+        # calls sorted by id, as deepseek-recipe's Responses conversion stores them (V4 renders
+        # every family's calls by id anyway; V4.1 renders the conversation's order)
+        calls = tuple(sorted(self.calls, key=lambda c: c.id))
+        return AssistantMessage("\n\n".join(self.texts), "\n".join(self.reasoning) if self.reasoning else None, calls)
 
 
 class _Walker:
@@ -302,16 +327,20 @@ class _Walker:
 
     def item(self, i: int, it: Any) -> None:
         if isinstance(it, FunctionCallItem):
-            name = it.name if it.namespace is None else self.flat_names.get((it.namespace, it.name)) or flat_name(it.namespace, it.name)
+            name = (it.name if it.namespace is None
+                    else self.flat_names.get((it.namespace, it.name)) or flat_name(it.namespace, it.name, self.rules.namespaces))
             self.call(i, ToolCall(it.call_id, name, it.arguments))
         elif isinstance(it, CustomToolCallItem):
             self.call(i, ToolCall(it.call_id, it.name, orjson.dumps({"input": it.input}).decode()))
         elif isinstance(it, (FunctionCallOutputItem, CustomToolCallOutputItem)):
-            self.output(i, it.call_id, *_join_images(i, it.output, self.rules))
+            self.output(i, it.call_id, *_join_images(i, it.output, self.rules, "output"))
         elif isinstance(it, MessageItem):
             self.require_no_pending(i)
             if it.role == "assistant":
                 if self.rules.image_token is not None and isinstance(it.content, list) and any(isinstance(p, InputImage) for p in it.content):
+                    for j, p in enumerate(it.content):  # the parts' fields are checked first
+                        if isinstance(p, InputImage):
+                            _image_url(i, j, p, "content")
                     raise RequestError(f"input[{i}]: Image in assistant message is unsupported", param=f"input[{i}].content")
                 text = _join(it.content)
                 if self.turn is None:
@@ -349,7 +378,7 @@ def _messages(req: ResponsesRequest, rules: RequestRules) -> list[Message]:
         messages.append(UserMessage(req.input))
         return messages
     flat = {}
-    for name, key in namespace_tool_map(req).items():
+    for name, key in namespace_tool_map(req, rules).items():
         flat.setdefault(key, name)
     walker = _Walker(flat, rules)
     for i, it in enumerate(req.input or ()):
@@ -404,7 +433,7 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     tool_list = req.tools or ()
     _check_tools(tool_list, options)
     messages = _messages(req, rules)
-    entries = _flat_entries(tool_list)
+    entries = _flat_entries(tool_list, rules)
     if options.reasoning_content_behavior == "reject" and thinking:
         _check_reasoning_present(messages, bool(entries))
     tc = req.tool_choice

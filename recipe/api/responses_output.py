@@ -39,6 +39,7 @@ from recipe.jsonfmt import copy_json, dumps_wire
 from recipe.api.apply_patch import APPLY_PATCH_NAME
 from recipe.api.chat_output import _lp  # the same log-probability entry shape as Chat
 from recipe.api.responses import namespace_tool_map
+from recipe.encodings.table import get_encoding
 from recipe.api.responses_wire import (
     CustomTool,
     FormatJsonObject,
@@ -265,7 +266,7 @@ class ResponsesEncoder:
         self._meta = meta
         self._resp_id = meta.id
         self._seq = 0
-        self._ns = namespace_tool_map(req)
+        self._ns = namespace_tool_map(req, get_encoding(prep.encoding).request)
         self._custom = frozenset(
             APPLY_PATCH_NAME for t in req.tools or () if isinstance(t, CustomTool) and t.name == APPLY_PATCH_NAME
         )

@@ -121,12 +121,18 @@ class RequestRules:
         deferred_tools: Messages ``defer_loading`` tools are kept out of the tools block and
             ``tool_addition`` blocks re-list tools (V4: both ignored after validation).
         top_p: the sampling rule's name in :data:`recipe.api.common.TOP_P_RULES` (``v4`` | ``v41``).
+        apply_patch: the Responses ``apply_patch`` tool description's name in
+            :data:`recipe.api.apply_patch.APPLY_PATCH_DESCRIPTIONS` (``v4`` | ``v41``).
+        namespaces: how Responses namespace tools are flattened (:func:`recipe.api.responses.flat_name`):
+            ``v4`` (``ns__name``) | ``v41`` (``ns::name``, the namespace's description prepended).
     """
 
     system_in_place: bool = False
     image_token: str | None = None
     deferred_tools: bool = False
     top_p: str = "v4"
+    apply_patch: str = "v4"
+    namespaces: str = "v4"
 
 
 @dataclass(frozen=True, slots=True)

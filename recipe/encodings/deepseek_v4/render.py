@@ -12,7 +12,7 @@ tool names, arguments, results, schemas) becomes ``Text`` only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -44,8 +44,8 @@ from recipe.prompt import Prompt, Segment, Special, Text
 
 __all__ = [
     "render", "render_resumable", "render_context", "RESUMABLE", "template_segments", "EFFORT_TEXTS", "TOOLS_TEMPLATE",
-    "JSON_SCHEMA_HEAD", "Dsml", "dsml", "V4_DSML", "tool_line", "tools_block", "invoke_segments", "tool_calls_segments",
-    "by_id", "assistant_segments", "prefix_assistant_segments", "generation_prompt",
+    "JSON_SCHEMA_HEAD", "Dialect", "dialect", "V4_DIALECT", "tool_line", "tools_block", "invoke_segments",
+    "tool_calls_segments", "by_id", "assistant_segments", "prefix_assistant_segments", "generation_prompt",
 ]
 
 _TEMPLATE_SPECIAL_RE = re.compile("(" + "|".join(map(re.escape, (DSML, THINK_START, THINK_END))) + ")")
@@ -113,21 +113,25 @@ _S_THINK, _S_THINK_END, _S_DSML, _S_REMINDER = Special(THINK_START), Special(THI
 
 
 @dataclass(frozen=True, slots=True)
-class Dsml:
-    """A family's DSML spelling in prompts: the tag names after ``｜DSML｜`` and how an invoke
-    without parameters looks. Build with :func:`dsml`; the segment tuples are derived once.
+class Dialect:
+    """What a family's prompt format changes in the shared building blocks: the DSML tag names
+    after ``｜DSML｜``, how an invoke without parameters looks, and the JSON printer. Build with
+    :func:`dialect`; the segment tuples are derived once.
 
     Attributes:
         calls, invoke, parameter: tag names (V4 ``tool_calls`` / ``invoke`` / ``parameter``; V4.1
             `` calls`` / `` invoke`` / `` parameter``, with a leading space).
         blank_empty_invoke: an invoke without parameters has a blank line (V4.1, and both reference
             encoders) instead of none (V4 API path).
+        dumps: the prompt JSON printer (V4 :func:`~recipe.jsonfmt.dumps_prompt`; V4.1
+            :func:`~recipe.jsonfmt.dumps_prompt_python`, Python's float format).
     """
 
     calls: str
     invoke: str
     parameter: str
     blank_empty_invoke: bool
+    dumps: Callable[[Any], str] = dumps_prompt
     calls_open: tuple[Segment, ...] = ()
     calls_close: tuple[Segment, ...] = ()
     invoke_close: tuple[Segment, ...] = ()
@@ -140,12 +144,12 @@ class Dsml:
                 .replace(f"{DSML}invoke", DSML + self.invoke).replace(f"{DSML}parameter", DSML + self.parameter))
 
 
-def dsml(calls: str, invoke: str, parameter: str, blank_empty_invoke: bool) -> Dsml:
-    """A :class:`Dsml` with its segment tuples (block opener/closer, invoke closer, tools block)."""
-    base = Dsml(calls, invoke, parameter, blank_empty_invoke)
+def dialect(calls: str, invoke: str, parameter: str, blank_empty_invoke: bool, dumps: Callable[[Any], str] = dumps_prompt) -> Dialect:
+    """A :class:`Dialect` with its segment tuples (block opener/closer, invoke closer, tools block)."""
+    base = Dialect(calls, invoke, parameter, blank_empty_invoke, dumps)
     head, tail = (template_segments(p) for p in base.tools_template().split("{TOOL_LINES}"))
-    return Dsml(
-        calls, invoke, parameter, blank_empty_invoke,
+    return Dialect(
+        calls, invoke, parameter, blank_empty_invoke, dumps,
         calls_open=(Text("\n\n<"), _S_DSML, Text(f"{calls}>\n")),
         calls_close=(Text("\n</"), _S_DSML, Text(f"{calls}>")),
         invoke_close=(Text("</"), _S_DSML, Text(f"{invoke}>")),
@@ -154,27 +158,25 @@ def dsml(calls: str, invoke: str, parameter: str, blank_empty_invoke: bool) -> D
     )
 
 
-#: DeepSeek-V4's spelling (deepseek-recipe's API path: no blank line in an empty invoke).
-V4_DSML = dsml("tool_calls", "invoke", "parameter", blank_empty_invoke=False)
+#: DeepSeek-V4's dialect (deepseek-recipe's API path: no blank line in an empty invoke).
+V4_DIALECT = dialect("tool_calls", "invoke", "parameter", blank_empty_invoke=False)
 
 
-def tool_line(tool: ToolDefinition) -> str:
+def tool_line(tool: ToolDefinition, dumps: Callable[[Any], str] = dumps_prompt) -> str:
     """One line of the tools block: ``{"name": …, "description": …, "parameters": …}`` (prompt JSON)."""
-    return dumps_prompt(
-        {"name": tool.name, "description": tool.description or "", "parameters": tool.parameters}
-    )
+    return dumps({"name": tool.name, "description": tool.description or "", "parameters": tool.parameters})
 
 
-def tools_block(tools: Iterable[ToolDefinition], spelling: Dsml) -> list[Segment]:
+def tools_block(tools: Iterable[ToolDefinition], d: Dialect) -> list[Segment]:
     """The ``\n\n## Tools`` block listing ``tools`` (one :func:`tool_line` each)."""
-    return [*spelling.tools_head, Text("\n".join(tool_line(t) for t in tools)), *spelling.tools_tail]
+    return [*d.tools_head, Text("\n".join(tool_line(t, d.dumps) for t in tools)), *d.tools_tail]
 
 
 def _system_section(conv: Conversation) -> list[Segment]:
     texts = [m.content for m in conv.messages if type(m) is SystemMessage and m.content]
     out: list[Segment] = [Text("\n\n".join(texts))] if texts else []
     if conv.tools:
-        out += tools_block(conv.tools, V4_DSML)
+        out += tools_block(conv.tools, V4_DIALECT)
     rf = conv.response_format
     if rf.type == "json_schema":
         out.append(Text(JSON_SCHEMA_HEAD + dumps_prompt(rf.schema)))
@@ -183,17 +185,17 @@ def _system_section(conv: Conversation) -> list[Segment]:
     return out
 
 
-def _param(name: str, is_string: bool, value: str, spelling: Dsml) -> tuple[Segment, ...]:
+def _param(name: str, is_string: bool, value: str, d: Dialect) -> tuple[Segment, ...]:
     flag = "true" if is_string else "false"
-    tag = spelling.parameter
+    tag = d.parameter
     return (Text("<"), _S_DSML, Text(f'{tag} name="{name}" string="{flag}">{value}</'), _S_DSML, Text(f"{tag}>\n"))
 
 
-def invoke_segments(call: ToolCall, spelling: Dsml) -> list[Segment]:
+def invoke_segments(call: ToolCall, d: Dialect) -> list[Segment]:
     """One ``invoke`` of a history tool call; arguments that are not a JSON object become one
     ``arguments`` string parameter holding the raw text (behaviour map §1.2.5). Parameters are one
-    per line; an invoke without any has an empty line when ``spelling.blank_empty_invoke``."""
-    out: list[Segment] = [Text("<"), _S_DSML, Text(f'{spelling.invoke} name="{call.name}">\n')]
+    per line; an invoke without any has an empty line when ``d.blank_empty_invoke``."""
+    out: list[Segment] = [Text("<"), _S_DSML, Text(f'{d.invoke} name="{call.name}">\n')]
     try:
         args = parse_json_value(call.arguments)
     except ValueError:
@@ -201,23 +203,23 @@ def invoke_segments(call: ToolCall, spelling: Dsml) -> list[Segment]:
     if isinstance(args, dict):
         for key, value in args.items():
             is_string = isinstance(value, str)
-            out += _param(key, is_string, value if is_string else dumps_prompt(value), spelling)
-        if not args and spelling.blank_empty_invoke:
+            out += _param(key, is_string, value if is_string else d.dumps(value), d)
+        if not args and d.blank_empty_invoke:
             out.append(Text("\n"))
     else:
-        out += _param("arguments", True, call.arguments, spelling)
-    out += spelling.invoke_close
+        out += _param("arguments", True, call.arguments, d)
+    out += d.invoke_close
     return out
 
 
-def tool_calls_segments(calls: Iterable[ToolCall], spelling: Dsml) -> list[Segment]:
+def tool_calls_segments(calls: Iterable[ToolCall], d: Dialect) -> list[Segment]:
     """The ``\n\n<｜DSML｜…calls>`` block of ``calls``, in the order given."""
-    out: list[Segment] = list(spelling.calls_open)
+    out: list[Segment] = list(d.calls_open)
     for i, call in enumerate(calls):
         if i:
             out.append(Text("\n"))
-        out += invoke_segments(call, spelling)
-    out += spelling.calls_close
+        out += invoke_segments(call, d)
+    out += d.calls_close
     return out
 
 
@@ -226,7 +228,7 @@ def by_id(calls: Sequence[ToolCall]) -> list[ToolCall]:
     return sorted(calls, key=lambda c: c.id)
 
 
-def assistant_segments(msg: AssistantMessage, think_history: bool, calls: Sequence[ToolCall], spelling: Dsml) -> list[Segment]:
+def assistant_segments(msg: AssistantMessage, think_history: bool, calls: Sequence[ToolCall], d: Dialect) -> list[Segment]:
     """A history assistant turn: ``<｜Assistant｜>`` + ``<think>R</think>`` (thinking with tools) or
     ``</think>`` + content + the tool-call block of ``calls`` (in that order) + EOS."""
     out: list[Segment] = [_S_ASSISTANT]
@@ -236,7 +238,7 @@ def assistant_segments(msg: AssistantMessage, think_history: bool, calls: Sequen
         out.append(_S_THINK_END)
     out.append(Text(msg.content or ""))
     if calls:
-        out += tool_calls_segments(calls, spelling)
+        out += tool_calls_segments(calls, d)
     out.append(_S_EOS)
     return out
 
@@ -251,12 +253,12 @@ def prefix_assistant_segments(msg: AssistantMessage, thinking: bool) -> list[Seg
     return out
 
 
-def generation_prompt(conv: Conversation, spelling: Dsml) -> tuple[Segment, ...]:
+def generation_prompt(conv: Conversation, d: Dialect) -> tuple[Segment, ...]:
     """``<｜Assistant｜>`` + ``<think>`` | ``</think>``, then the opened tool-call block for a
     required / named tool choice without thinking."""
     head = (_S_ASSISTANT, _S_THINK if conv.thinking else _S_THINK_END)
     if conv.tool_choice.mode == "required" and conv.tools and not conv.thinking:
-        return head + spelling.calls_open
+        return head + d.calls_open
     return head
 
 
@@ -327,7 +329,7 @@ def _body(
                 segs += prefix_assistant_segments(m, conv.thinking)
                 return True
             calls = by_id(m.tool_calls)
-            segs += assistant_segments(m, think_history, calls, V4_DSML)
+            segs += assistant_segments(m, think_history, calls, V4_DIALECT)
             if calls:
                 call_order = {c.id: j for j, c in enumerate(calls)}
             if checkpoints is not None and not m.prefix:
@@ -361,7 +363,7 @@ def _render(conv: Conversation, resume: tuple[Prompt, Checkpoint] | None, checkp
         starts += prompt.message_starts[len(starts) : cp.starts]
         ends_with_prefix = _body(conv, cp.messages, cp.state, segs, starts, checkpoints)
     if not ends_with_prefix:
-        segs += generation_prompt(conv, V4_DSML)
+        segs += generation_prompt(conv, V4_DIALECT)
     return Prompt(tuple(segs), tuple(starts))
 
 

@@ -5,16 +5,19 @@ Layout (reference/deepseek-v41-format.md §2)::
     BOS
     + LEADING SECTION   <｜System｜> + effort line (thinking) + message 0's text if it is a system
                         message + tools block + response-format text + its tool additions;
-                        written when message 0 is a system message, thinking is on, tools are
-                        rendered or a json_schema / json_object format is set
+                        written when message 0 is a system message, tools are rendered, a
+                        json_schema / json_object format is set, or thinking is on and there is
+                        at least one message
     + message groups    system messages in place (<｜System｜> + text + tool additions);
                         user/tool runs, assistants, reminders as on V4 with V4.1's differences
     + GENERATION PROMPT as on V4, the forced block opened in V4.1's spelling
 
-Differences from V4 kept here, each in one place: the spaced DSML spelling (:data:`V41_DSML`),
+Differences from V4 kept here, each in one place: the dialect (:data:`V41_DIALECT`: spaced DSML
+spelling, blank line in an empty invoke, Python's float format in prompt JSON),
 history tool calls and tool results in request order, empty user texts kept in a joined run, the
 numeric effort line (:data:`EFFORT_BUDGETS`), V4.1's json_object text, deferred tools left out of
-the tools block, and image placeholders (:class:`~recipe.conversation.ImagePlaceholder`) as the
+the tools block, only the first of consecutive ``latest_reminder`` messages rendered (observed;
+DeepSeek's reference encoder renders each), and image placeholders (:class:`~recipe.conversation.ImagePlaceholder`) as the
 image special token. The V4 building blocks (assistant turns, invokes, prefix continuation,
 generation prompt) are shared with :mod:`recipe.encodings.deepseek_v4.render`.
 
@@ -42,20 +45,21 @@ from recipe.encodings.deepseek_v4.constants import BOS, LATEST_REMINDER, USER
 from recipe.encodings.deepseek_v4.render import (
     JSON_SCHEMA_HEAD,
     assistant_segments,
-    dsml,
+    dialect,
     generation_prompt,
     prefix_assistant_segments,
     tool_line,
     tools_block,
 )
 from recipe.encodings.deepseek_v41.constants import IMAGE, SYSTEM
-from recipe.jsonfmt import dumps_prompt
+from recipe.jsonfmt import dumps_prompt_python
 from recipe.prompt import Prompt, Segment, Special, Text
 
-__all__ = ["render", "V41_DSML", "EFFORT_BUDGETS", "EFFORT_LINE", "JSON_OBJECT_TEXT", "UPDATED_TOOLS_HEAD", "effort_line"]
+__all__ = ["render", "V41_DIALECT", "EFFORT_BUDGETS", "EFFORT_LINE", "JSON_OBJECT_TEXT", "UPDATED_TOOLS_HEAD", "effort_line"]
 
-#: V4.1's DSML spelling: tag names with a leading space; an invoke without parameters has a blank line.
-V41_DSML = dsml(" calls", " invoke", " parameter", blank_empty_invoke=True)
+#: V4.1's dialect: tag names with a leading space, a blank line in an invoke without parameters,
+#: Python's float format in prompt JSON (``1e-05``, where V4 prints ``0.00001``).
+V41_DIALECT = dialect(" calls", " invoke", " parameter", blank_empty_invoke=True, dumps=dumps_prompt_python)
 
 #: Effective effort -> the number on the effort line (deepseek-recipe: minimal/low 50,
 #: medium/high/xhigh/unspecified 75, max/ultra 100; the official encoder's low/high/max tiers).
@@ -100,12 +104,14 @@ def _content(text: str, images: Sequence[ImagePlaceholder], sink: list[ImageSour
 def _additions(tools: Sequence[ToolDefinition]) -> list[Segment]:
     if not tools:
         return []
-    return [Text(UPDATED_TOOLS_HEAD + "\n".join(tool_line(t) for t in tools))]
+    return [Text(UPDATED_TOOLS_HEAD + "\n".join(tool_line(t, dumps_prompt_python) for t in tools))]
 
 
 def _leading(conv: Conversation, first: SystemMessage | None, sink: list[ImageSource]) -> list[Segment]:
     rf = conv.response_format.type
-    if first is None and not conv.thinking and not conv.tools and rf not in ("json_schema", "json_object"):
+    # the section belongs to message 0 (an empty system one is inserted for tools or a format):
+    # thinking alone writes it only when there is a message
+    if first is None and not conv.tools and rf not in ("json_schema", "json_object") and not (conv.thinking and conv.messages):
         return []
     out: list[Segment] = [_S_SYSTEM]
     if conv.thinking:
@@ -113,9 +119,9 @@ def _leading(conv: Conversation, first: SystemMessage | None, sink: list[ImageSo
     if first is not None:
         out += _content(first.content, first.images, sink)
     if conv.tools:
-        out += tools_block([t for t in conv.tools if not t.defer_loading], V41_DSML)
+        out += tools_block([t for t in conv.tools if not t.defer_loading], V41_DIALECT)
     if rf == "json_schema":
-        out.append(Text(JSON_SCHEMA_HEAD + dumps_prompt(conv.response_format.schema)))
+        out.append(Text(JSON_SCHEMA_HEAD + dumps_prompt_python(conv.response_format.schema)))
     elif rf == "json_object":
         out.append(Text(JSON_OBJECT_TEXT))
     if first is not None:
@@ -154,6 +160,9 @@ def _body(conv: Conversation, start: int, base: int, starts: list[tuple[int, int
     while i < n:
         m = msgs[i]
         kind = type(m)
+        if kind is LatestReminderMessage and i and type(msgs[i - 1]) is LatestReminderMessage:
+            i += 1  # deepseek-recipe renders only the first reminder of a run (the reference encoder: each)
+            continue
         starts.append((i, base + len(out)))
         if kind is UserMessage or kind is ToolMessage:
             j = i
@@ -174,7 +183,7 @@ def _body(conv: Conversation, start: int, base: int, starts: list[tuple[int, int
             if m.prefix and i == n - 1:
                 out += prefix_assistant_segments(m, conv.thinking)
                 return out, True
-            out += assistant_segments(m, think_history, m.tool_calls, V41_DSML)
+            out += assistant_segments(m, think_history, m.tool_calls, V41_DIALECT)
             if m.tool_calls:
                 call_order = {c.id: k for k, c in enumerate(m.tool_calls)}
         i += 1
@@ -196,5 +205,5 @@ def render(conv: Conversation) -> Prompt:
     body, ends_with_prefix = _body(conv, 1 if first is not None else 0, len(segs), starts, sink)
     segs += body
     if not ends_with_prefix:
-        segs += generation_prompt(conv, V41_DSML)
+        segs += generation_prompt(conv, V41_DIALECT)
     return Prompt(tuple(segs), tuple(starts), tuple(sink))
