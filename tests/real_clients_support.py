@@ -239,11 +239,12 @@ def _drop_format(api: str, body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "text": {k: v for k, v in (body.get("text") or {}).items() if k != "format"}}
 
 
-def equivalent_body(api: str, body: dict[str, Any]) -> dict[str, Any]:
+def equivalent_body(api: str, body: dict[str, Any], developer: str = "user") -> dict[str, Any]:
     """``body`` rewritten into what deepseek-recipe accepts and recipe must render identically, for
     classes 1, 2, 5, 6 and the chain of 7 (strict flags are left for :func:`equivalent_prompt`):
 
-    Chat ``developer`` → ``user``; ``redacted_thinking`` blocks dropped; ``"type": "custom"`` dropped
+    Chat ``developer`` → ``developer`` (``user``; ``system`` for DeepSeek-V4.1, as its Responses
+    developer items); ``redacted_thinking`` blocks dropped; ``"type": "custom"`` dropped
     from Messages tools; a forced tool choice turns thinking off (Chat ``thinking`` disabled,
     Responses effort ``none``, Messages ``thinking`` disabled); ``previous_response_id`` dropped
     (pass an expanded body).
@@ -252,7 +253,7 @@ def equivalent_body(api: str, body: dict[str, Any]) -> dict[str, Any]:
     if api == "chat":
         for m in b.get("messages") or ():
             if isinstance(m, dict) and m.get("role") == "developer":
-                m["role"] = "user"
+                m["role"] = developer
     if api == "messages":
         for m in b.get("messages") or ():
             if isinstance(m, dict) and isinstance(m.get("content"), list):
@@ -270,7 +271,7 @@ def equivalent_body(api: str, body: dict[str, Any]) -> dict[str, Any]:
     return b
 
 
-def equivalent_prompt(api: str, body: dict[str, Any], convert: Any) -> tuple[str, Any] | None:
+def equivalent_prompt(api: str, body: dict[str, Any], convert: Any, developer: str = "user") -> tuple[str, Any] | None:
     """What recipe must produce for a body deepseek-recipe refuses, built from deepseek-recipe's own
     answers: ``("ids", token_ids)`` when :func:`equivalent_body` is accepted as is, or
     ``("text", prompt)`` for classes 3 and 4 — the prompt of the body with every tool non-strict
@@ -278,7 +279,7 @@ def equivalent_prompt(api: str, body: dict[str, Any], convert: Any) -> tuple[str
     replaced by that tool's line when deepseek-recipe renders it strict without the format.
     None when no rewrite is accepted. ``convert`` is ``oracle.convert``.
     """
-    b = equivalent_body(api, body)
+    b = equivalent_body(api, body, developer)
     first = convert(api, b)
     if first["ok"]:
         return "ids", first["token_ids"]

@@ -91,13 +91,39 @@ def _responses_content(draw: Any, content: Any, role: str | None) -> Any:
     return _mix(draw, content, _responses_image)
 
 
+FOUND_TOOLS = [
+    {"type": "function", "name": "found", "description": "d", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}},
+    {"type": "function", "name": "found_strict", "strict": True, "parameters": {"type": "object", "properties": {"x": {"type": "number", "minimum": 1e-06}}}},
+    {"type": "function", "name": "bad name"},
+    {"type": "namespace", "name": "ns", "description": "nd", "tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "b", "description": "bd"}]},
+    {"type": "namespace", "name": "ns2", "tools": [{"type": "custom", "name": "apply_patch"}]},
+    {"type": "custom", "name": "apply_patch"}, {"type": "custom", "name": "other"},
+    {"type": "web_search", "search_context_size": "low", "user_location": {"type": "approximate", "city": "P"}},
+    {"type": "file_search", "vector_store_ids": ["v"]},
+]
+
+
+def _tool_search(draw: Any, call_id: str, names: list[str]) -> list[dict[str, Any]]:
+    """A tool search round: the call, then (mostly) its output listing found tools (sometimes one
+    the request already declares)."""
+    found = draw(st.lists(st.sampled_from(FOUND_TOOLS + [{"type": "function", "name": n} for n in names[:1]]), max_size=3))
+    items: list[dict[str, Any]] = [{"type": "tool_search_call", "call_id": call_id, "arguments": draw(st.sampled_from([{}, {"query": "weather", "n": 2}]))}]
+    if not draw(rare(8)):
+        items.append({"type": "tool_search_output", "call_id": call_id, "tools": found})
+    return items
+
+
 @st.composite
 def responses_v41_requests(draw: Any) -> dict[str, Any]:
-    """A Responses body for V4.1: images in messages and tool outputs, developer and system items."""
+    """A Responses body for V4.1: images in messages and tool outputs, developer and system items,
+    tool search rounds."""
     body = {**draw(responses_requests()), "model": MODEL}
+    names = [t["name"] for t in body.get("tools") or () if t.get("type") == "function"]
     if isinstance(body.get("input"), list):
         items = []
-        for it in body["input"]:
+        for n, it in enumerate(body["input"]):
+            if draw(rare(5)):
+                items.extend(_tool_search(draw, f"ts_{n}", names))
             it = dict(it)
             if "role" in it and (it["role"] != "assistant" or draw(rare(10))):
                 it["content"] = _responses_content(draw, it["content"], it["role"])
@@ -106,6 +132,8 @@ def responses_v41_requests(draw: Any) -> dict[str, Any]:
             items.append(it)
             if draw(rare(6)):
                 items.append({"role": draw(st.sampled_from(["developer", "system"])), "content": draw(st.one_of(text, st.just("")))})
+        if draw(rare(4)):
+            items.extend(_tool_search(draw, "ts_last", names))
         body["input"] = items
     if draw(rare(3)):
         body["top_p"] = draw(st.sampled_from([0.5, 0.95, 0.96, 1.0]))

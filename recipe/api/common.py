@@ -11,6 +11,7 @@ import re
 import struct
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -18,11 +19,14 @@ import orjson
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
+    ImagePlaceholder,
+    Message,
     OutputConstraint,
     ParsingOptions,
     ReasoningEffort,
     ResponseFormat,
     Sampling,
+    SystemMessage,
     ToolArguments,
     ToolChoice,
     ToolDefinition,
@@ -64,6 +68,8 @@ __all__ = [
     "thinking_top_p",
     "sampling",
     "UNSUPPORTED_IMAGE",
+    "PendingSystem",
+    "resolve_systems",
 ]
 
 UNSUPPORTED_IMAGE = "[Unsupported Image]"
@@ -175,7 +181,10 @@ _TOOL_CACHE: OrderedDict[bytes, ToolDefinition] = OrderedDict()
 _TOOL_CACHE_SIZE = 1024
 
 
-def build_tool(name: str, description: str | None, parameters: Any, strict: bool | None, field: str, *, normalize_strict: bool = True) -> ToolDefinition:
+def build_tool(
+    name: str, description: str | None, parameters: Any, strict: bool | None, field: str, *, normalize_strict: bool = True,
+    check_name: bool = True,
+) -> ToolDefinition:
     """A validated :class:`ToolDefinition` (§1.5); memoised, since agent loops re-send the same tools.
 
     The returned definition (and its ``parameters``) is shared between requests: treat it as read-only.
@@ -183,18 +192,20 @@ def build_tool(name: str, description: str | None, parameters: Any, strict: bool
     Args:
         field: path of the tool's name field for errors, e.g. ``tools[0].function.name``.
         normalize_strict: apply strict-schema normalisation when ``strict`` is true (Chat, Responses).
+        check_name: apply the name rules (off for a Responses namespace tool's flattened name,
+            whose parts were checked: V4.1 joins them with ``::``).
 
     Raises:
         RequestError: empty name, name not matching ``^[a-zA-Z0-9_-]+$``, parameters that are not an
             object schema, strict-normalisation errors.
     """
     try:
-        key = orjson.dumps([name, description, parameters, strict, normalize_strict])
+        key = orjson.dumps([name, description, parameters, strict, normalize_strict, check_name])
     except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits: not worth caching
-        return _build_tool(name, description, parameters, strict, field, normalize_strict)
+        return _build_tool(name, description, parameters, strict, field, normalize_strict, check_name)
     tool = _TOOL_CACHE.get(key)
     if tool is None:
-        tool = _build_tool(name, description, parameters, strict, field, normalize_strict)
+        tool = _build_tool(name, description, parameters, strict, field, normalize_strict, check_name)
         _TOOL_CACHE[key] = tool
         if len(_TOOL_CACHE) > _TOOL_CACHE_SIZE:
             _TOOL_CACHE.popitem(last=False)
@@ -234,8 +245,11 @@ def _check_name_pattern(name: str, field: str) -> None:
         )
 
 
-def _build_tool(name: str, description: str | None, parameters: Any, strict: bool | None, field: str, normalize_strict: bool) -> ToolDefinition:
-    _check_name_pattern(name, field)
+def _build_tool(
+    name: str, description: str | None, parameters: Any, strict: bool | None, field: str, normalize_strict: bool, check_name: bool = True
+) -> ToolDefinition:
+    if check_name:
+        _check_name_pattern(name, field)
     if strict and normalize_strict:
         # strict schemas are only re-built (no meta-schema check), absent ones as the empty object
         parameters = normalize_strict_schema({"type": "object"} if parameters is None else parameters, tool_name=name)
@@ -500,3 +514,30 @@ def tool_arguments(tool: ToolDefinition) -> ToolArguments | None:
     if not json_params and not required:
         return None
     return ToolArguments(required, json_params)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSystem:
+    """A V4.1 system message whose tool additions (Messages ``tool_addition`` blocks, Responses
+    tools found by a tool search) are named here and resolved once the rendered tools are known."""
+
+    content: str
+    images: tuple[ImagePlaceholder, ...]
+    additions: tuple[str, ...]
+
+
+def resolve_systems(messages: Sequence[Any], tools: Sequence[ToolDefinition]) -> list[Message]:
+    """Each :class:`PendingSystem` becomes a system message with the tools its additions name among
+    the rendered ``tools`` (in addition order); one whose additions all fell away (tool choice) and
+    which has no text is dropped, as deepseek-recipe does."""
+    by_name = {t.name: t for t in tools}
+    out: list[Message] = []
+    for m in messages:
+        if type(m) is not PendingSystem:
+            out.append(m)
+            continue
+        added = tuple(by_name[n] for n in m.additions if n in by_name)
+        if m.additions and not added and not m.content:
+            continue
+        out.append(SystemMessage(m.content, m.images, added))
+    return out

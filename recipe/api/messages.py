@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from recipe.api import common
@@ -132,32 +132,6 @@ def _arguments(value: Any, where: str) -> str:
         return dumps_prompt(value)
     except (TypeError, ValueError, RecursionError):  # only reachable with a dict body, not JSON text
         raise RequestError("invalid request body: tool_use input is not printable JSON", param=where, stage="parse") from None
-
-
-@dataclass(frozen=True, slots=True)
-class _PendingSystem:
-    """A V4.1 system message whose ``tool_addition`` names are resolved once the tools are known."""
-
-    content: str
-    images: tuple[ImagePlaceholder, ...]
-    additions: tuple[str, ...]
-
-
-def _resolve_systems(messages: Sequence[Any], tools: Sequence[ToolDefinition]) -> list[Message]:
-    """V4.1: each pending system message gets the tools its additions name among the rendered
-    ``tools`` (in block order); one whose additions all fell away (tool choice) and which has no
-    text is dropped, as deepseek-recipe does."""
-    by_name = {t.name: t for t in tools}
-    out: list[Message] = []
-    for m in messages:
-        if type(m) is not _PendingSystem:
-            out.append(m)
-            continue
-        added = tuple(by_name[n] for n in m.additions if n in by_name)
-        if m.additions and not added and not m.content:
-            continue
-        out.append(SystemMessage(m.content, m.images, added))
-    return out
 
 
 class _Walker:
@@ -312,7 +286,7 @@ class _Walker:
                 self.out.append(UserMessage(f"<system-reminder>\n{text}\n</system-reminder>"))
             return
         text, images = join_with_images(pieces, self.token) if self.token is not None else ("\n\n".join(pieces), ())  # type: ignore[arg-type]
-        self.out.append(_PendingSystem(text, images, tuple(additions)))
+        self.out.append(common.PendingSystem(text, images, tuple(additions)))
 
     @staticmethod
     def _misplaced(i: int, j: int, b: Any, role: str) -> None:
@@ -485,7 +459,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
 
     system = _system_text(req.system)
     if rules.system_in_place:
-        body = _resolve_systems(body, tools)
+        body = common.resolve_systems(body, tools)
     # V4 hoists system text (an empty one adds nothing); V4.1 renders a given one, even empty
     given = req.system is not None if rules.system_in_place else bool(system)
     messages: tuple[Message, ...] = ((SystemMessage(system),) if given else ()) + tuple(body)

@@ -15,19 +15,21 @@ Item walk (observed rules):
   assistant message: non-empty texts joined with ``\\n\\n``, non-empty reasoning texts with ``\\n``,
   calls sorted by call id. A non-empty reasoning item after assistant text starts a new assistant message.
 - After a call, only calls and outputs may follow until every pending call has its output; the
-  assistant message and its tool results are then closed. ``item_reference``, unknown item types
-  and tool-search items are ignored everywhere.
+  assistant message and its tool results are then closed. ``item_reference`` and unknown item
+  types are ignored everywhere; tool-search items too, except on V4.1 (:mod:`recipe.api.tool_search`).
+- V4.1 (the family's :class:`~recipe.encodings.base.RequestRules`): ``developer`` items are system
+  messages, images are image tokens, namespaces flatten to ``ns::name``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 import orjson
 
-from recipe.api import common
+from recipe.api import common, tool_search
 from recipe.api.apply_patch import (
     APPLY_PATCH_DESCRIPTIONS,
     APPLY_PATCH_NAME,
@@ -51,6 +53,8 @@ from recipe.api.responses_wire import (
     ReasoningItem,
     ResponsesRequest,
     TextConfig,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
     WebSearchChoice,
     parse_responses_request,
 )
@@ -98,6 +102,7 @@ class _ToolEntry:
     strict: bool | None
     field: str  # path of the name field, for errors
     namespace: tuple[str, str] | None = None  # (namespace, local name) for flattened tools
+    deferred: bool = False  # found by a tool search (V4.1): a deferred tool
 
 
 def flat_name(namespace: str, name: str, style: str = "v4") -> str:
@@ -124,9 +129,10 @@ def _check_name(name: str, path: str, options: Options) -> None:
     common.check_tool_name(name, path, options)
 
 
-def _flat_entries(tools: Sequence[Any], rules: RequestRules = _V4_RULES) -> list[_ToolEntry]:
+def _flat_entries(tools: Sequence[Any], rules: RequestRules = _V4_RULES, prefix: str = "", deferred: bool = False) -> list[_ToolEntry]:
     """Function tools in request order with namespace tools flattened (:func:`flat_name` in the
-    family's style, ``rules.namespaces``).
+    family's style, ``rules.namespaces``); ``prefix`` starts the field paths (``input[3].`` for the
+    tools a tool search found, which are ``deferred``).
 
     A flattened name that collides with a plain tool or an earlier flattened name gets the first
     free suffix ``_1``, ``_2``, …; plain names never change. No validation here.
@@ -136,11 +142,11 @@ def _flat_entries(tools: Sequence[Any], rules: RequestRules = _V4_RULES) -> list
     out: list[_ToolEntry] = []
     for k, t in enumerate(tools):
         if isinstance(t, FunctionTool):
-            out.append(_ToolEntry(t.name, t.description, t.parameters, t.strict, f"tools[{k}].name"))
+            out.append(_ToolEntry(t.name, t.description, t.parameters, t.strict, f"{prefix}tools[{k}].name", deferred=deferred))
         elif isinstance(t, CustomTool):
             if t.name == APPLY_PATCH_NAME:
                 description = APPLY_PATCH_DESCRIPTIONS[rules.apply_patch]
-                out.append(_ToolEntry(APPLY_PATCH_NAME, description, APPLY_PATCH_PARAMETERS, None, f"tools[{k}].name"))
+                out.append(_ToolEntry(APPLY_PATCH_NAME, description, APPLY_PATCH_PARAMETERS, None, f"{prefix}tools[{k}].name", deferred=deferred))
         elif isinstance(t, NamespaceTool):
             for j, inner in enumerate(t.tools):
                 if not isinstance(inner, FunctionTool):
@@ -152,9 +158,9 @@ def _flat_entries(tools: Sequence[Any], rules: RequestRules = _V4_RULES) -> list
                     candidate = f"{base}_{n}"
                 used.add(candidate)
                 description = _flat_description(t.description, inner.description, rules.namespaces)
-                out.append(
-                    _ToolEntry(candidate, description, inner.parameters, inner.strict, f"tools[{k}].tools[{j}].name", (t.name, inner.name))
-                )
+                out.append(_ToolEntry(
+                    candidate, description, inner.parameters, inner.strict, f"{prefix}tools[{k}].tools[{j}].name", (t.name, inner.name), deferred
+                ))
     return out
 
 
@@ -169,26 +175,27 @@ def namespace_tool_map(req: ResponsesRequest, rules: RequestRules = _V4_RULES) -
     return {e.name: e.namespace for e in _flat_entries(req.tools or (), rules) if e.namespace is not None}
 
 
-def _check_tools(tools: Sequence[Any], options: Options) -> None:
-    """First pass over ``tools``, in order: names, custom tools, namespace contents (before input)."""
+def _check_tools(tools: Sequence[Any], options: Options, prefix: str = "") -> None:
+    """First pass over ``tools``, in order: names, custom tools, namespace contents (before input);
+    ``prefix`` starts the field paths (``input[3].`` for a tool search's tools)."""
     for k, t in enumerate(tools):
         if isinstance(t, FunctionTool):
-            _check_name(t.name, f"tools[{k}].name", options)
+            _check_name(t.name, f"{prefix}tools[{k}].name", options)
         elif isinstance(t, CustomTool):
             if t.name != APPLY_PATCH_NAME:
-                raise RequestError(f"Unsupported custom tool: '{t.name}'. Only 'apply_patch' is supported.", param=f"tools[{k}].name")
+                raise RequestError(f"Unsupported custom tool: '{t.name}'. Only 'apply_patch' is supported.", param=f"{prefix}tools[{k}].name")
         elif isinstance(t, NamespaceTool):
-            _check_name(t.name, f"tools[{k}].name", options)
+            _check_name(t.name, f"{prefix}tools[{k}].name", options)
             seen: set[str] = set()
             for j, inner in enumerate(t.tools):
                 if isinstance(inner, CustomTool):
                     raise RequestError(
-                        f"Currently custom tools are not allowed inside a namespace. Found custom tool '{inner.name}' in tools[{k}].tools[{j}].",
-                        param=f"tools[{k}].tools[{j}]",
+                        f"Currently custom tools are not allowed inside a namespace. Found custom tool '{inner.name}' in {prefix}tools[{k}].tools[{j}].",
+                        param=f"{prefix}tools[{k}].tools[{j}]",
                     )
-                _check_name(inner.name, f"tools[{k}].tools[{j}].name", options)
+                _check_name(inner.name, f"{prefix}tools[{k}].tools[{j}].name", options)
                 if inner.name in seen:
-                    raise RequestError("Tool names within a namespace must be unique.", param=f"tools[{k}].tools[{j}].name")
+                    raise RequestError("Tool names within a namespace must be unique.", param=f"{prefix}tools[{k}].tools[{j}].name")
                 seen.add(inner.name)
 
 
@@ -205,7 +212,8 @@ def _build_tools(entries: Sequence[_ToolEntry]) -> tuple[ToolDefinition, ...]:
             # The parity target normalises a strict tool without parameters to the empty object
             # schema; common.build_tool would print {} (see the report on issue 4).
             parameters = {"type": "object"}
-        out.append(common.build_tool(e.name, e.description, parameters, e.strict, e.field))
+        tool = common.build_tool(e.name, e.description, parameters, e.strict, e.field, check_name=e.namespace is None)
+        out.append(replace(tool, defer_loading=True) if e.deferred else tool)
     return tuple(out)
 
 
@@ -284,6 +292,8 @@ class _Walker:
         self.results: list[ToolMessage] = []  # outputs held until every pending call is answered
         self.calls: set[str] = set()
         self.answered: set[str] = set()
+        self.found: list[_ToolEntry] = []  # tools found by tool searches (V4.1), in order
+        self.announce: list[str] = []  # their names, announced after the turn's results
 
     def close(self) -> None:
         if self.turn is not None:
@@ -291,6 +301,9 @@ class _Walker:
             self.turn = None
         self.messages.extend(self.results)
         self.results = []
+        if self.announce:
+            self.messages.append(common.PendingSystem("", (), tuple(self.announce)))  # type: ignore[arg-type]
+            self.announce = []
 
     def require_no_pending(self, i: int) -> None:
         if self.pending:
@@ -332,6 +345,14 @@ class _Walker:
             self.call(i, ToolCall(it.call_id, name, it.arguments))
         elif isinstance(it, CustomToolCallItem):
             self.call(i, ToolCall(it.call_id, it.name, orjson.dumps({"input": it.input}).decode()))
+        elif isinstance(it, ToolSearchCallItem) and self.rules.tool_search:
+            self.call(i, tool_search.search_call(it))
+        elif isinstance(it, ToolSearchOutputItem) and self.rules.tool_search:
+            text = tool_search.result_text(i, it.tools)
+            found = _flat_entries(it.tools, self.rules, f"input[{i}].", deferred=True)
+            self.found += found
+            self.announce += [e.name for e in found]
+            self.output(i, it.call_id, text)
         elif isinstance(it, (FunctionCallOutputItem, CustomToolCallOutputItem)):
             self.output(i, it.call_id, *_join_images(i, it.output, self.rules, "output"))
         elif isinstance(it, MessageItem):
@@ -367,8 +388,9 @@ class _Walker:
         # item_reference, tool_search_*, unknown types: ignored
 
 
-def _messages(req: ResponsesRequest, rules: RequestRules) -> list[Message]:
-    """Instructions and input as Conversation messages (pairing and call-id rules checked)."""
+def _messages(req: ResponsesRequest, rules: RequestRules) -> tuple[list[Message], list[_ToolEntry]]:
+    """Instructions and input as Conversation messages (pairing and call-id rules checked), and the
+    tools tool searches found (V4.1)."""
     if req.input is None and not req.instructions:
         raise RequestError("Either input or instructions must be provided", param="input")
     if isinstance(req.input, list) and not req.input:
@@ -376,7 +398,7 @@ def _messages(req: ResponsesRequest, rules: RequestRules) -> list[Message]:
     messages: list[Message] = [SystemMessage(req.instructions)] if req.instructions else []
     if isinstance(req.input, str):
         messages.append(UserMessage(req.input))
-        return messages
+        return messages, []
     flat = {}
     for name, key in namespace_tool_map(req, rules).items():
         flat.setdefault(key, name)
@@ -385,7 +407,7 @@ def _messages(req: ResponsesRequest, rules: RequestRules) -> list[Message]:
         walker.item(i, it)
     walker.require_no_pending(len(req.input or ()))
     walker.close()
-    return messages + walker.messages
+    return messages + walker.messages, walker.found
 
 
 def _check_reasoning_present(messages: Sequence[Message], declares_tools: bool) -> None:
@@ -432,7 +454,11 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     thinking, effort = common.resolve_thinking(None, effort_level, options)
     tool_list = req.tools or ()
     _check_tools(tool_list, options)
-    messages = _messages(req, rules)
+    if rules.tool_search and isinstance(req.input, list):  # the tools searches found, checked with the request's
+        for i, it in enumerate(req.input):
+            if isinstance(it, ToolSearchOutputItem):
+                _check_tools(it.tools, options, f"input[{i}].")
+    messages, found = _messages(req, rules)
     entries = _flat_entries(tool_list, rules)
     if options.reasoning_content_behavior == "reject" and thinking:
         _check_reasoning_present(messages, bool(entries))
@@ -444,7 +470,7 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     else:
         mode, name = "required", tc.name
     # tool_choice none drops the tools before they are checked (duplicates, schemas): observed.
-    tools = () if mode == "none" else _build_tools(entries)
+    tools = () if mode == "none" else _build_tools(entries + found)
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
     tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking, options=options)
@@ -464,6 +490,8 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     )
     if not rules.system_in_place:  # V4 hoists system text; an empty one adds nothing (V4.1 keeps it)
         messages = [m for m in messages if not (type(m) is SystemMessage and m.content == "")]
+    if found:
+        messages = common.resolve_systems(messages, tools)
     return Conversation(
         messages=tuple(messages),
         tools=tools,

@@ -125,6 +125,9 @@ class RequestRules:
             :data:`recipe.api.apply_patch.APPLY_PATCH_DESCRIPTIONS` (``v4`` | ``v41``).
         namespaces: how Responses namespace tools are flattened (:func:`recipe.api.responses.flat_name`):
             ``v4`` (``ns__name``) | ``v41`` (``ns::name``, the namespace's description prepended).
+        tool_search: Responses ``tool_search_call`` / ``tool_search_output`` items are a call and its
+            result, and the tools found join the request's as deferred tools
+            (:mod:`recipe.api.tool_search`; V4: the items are ignored).
     """
 
     system_in_place: bool = False
@@ -133,6 +136,7 @@ class RequestRules:
     top_p: str = "v4"
     apply_patch: str = "v4"
     namespaces: str = "v4"
+    tool_search: bool = False
 
 
 @dataclass(frozen=True, slots=True)

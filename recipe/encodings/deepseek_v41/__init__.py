@@ -60,7 +60,8 @@ ENCODING = Encoding(
     models=("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash"),
     tokenizer=load_tokenizer,
     request=RequestRules(
-        system_in_place=True, image_token=IMAGE, deferred_tools=True, top_p="v41", apply_patch="v41", namespaces="v41"
+        system_in_place=True, image_token=IMAGE, deferred_tools=True, top_p="v41", apply_patch="v41", namespaces="v41",
+        tool_search=True,
     ),
     required_specials=(SYSTEM,),
     vocabulary_hint=VOCABULARY_HINT,
