@@ -70,6 +70,8 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
         return print_rejection(rej)
     if prep.api not in ENCODERS:
         raise Failure(f"no output encoder for the {prep.api} API yet")
+    if ns.prompt_tokens is None and prep.ids is None:  # DeepSeek-V4.1 without its vocabulary: no prompt length
+        raise Failure(f"{prep.token_ids_note}; or give --prompt-tokens N for the usage counts")
     prompt = len(prep.token_ids) if ns.prompt_tokens is None else ns.prompt_tokens
     if ns.cached_tokens > prompt:
         raise Usage(f"--cached-tokens ({ns.cached_tokens}) exceeds the prompt tokens ({prompt})")

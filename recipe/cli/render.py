@@ -1,6 +1,8 @@
 """``recipe render``: a request's prompt with special tokens highlighted and its token count, or
 with ``--json`` one object (``api``, ``model``, ``encoding``, ``prompt``, ``special_ranges``,
-``token_ids``, ``num_tokens``, ``conversion``).
+``image_sources``, ``token_ids``, ``num_tokens``, ``conversion``). When the vocabulary lacks a
+special token the model's template emits (DeepSeek-V4.1 with the embedded DeepSeek-V4 vocabulary),
+the prompt is shown without ids: ``token_ids`` and ``num_tokens`` are null and ``note`` says why.
 """
 
 from __future__ import annotations
@@ -23,18 +25,20 @@ def _cmd_render(ns: argparse.Namespace) -> int:
     except Rejected as rej:
         return print_rejection(rej, body=ns.json)
     if ns.json:
-        dump(
-            {
-                "api": prep.api,
-                "model": prep.model,
-                "encoding": prep.encoding,
-                "prompt": prep.prompt.text,
-                "special_ranges": prep.prompt.special_ranges,
-                "token_ids": prep.token_ids,
-                "num_tokens": len(prep.token_ids),
-                "conversion": prep.conversion(),
-            }
-        )
+        out = {
+            "api": prep.api,
+            "model": prep.model,
+            "encoding": prep.encoding,
+            "prompt": prep.prompt.text,
+            "special_ranges": prep.prompt.special_ranges,
+            "image_sources": [{"kind": s.kind, "url": s.url, "detail": s.detail, "path": s.path} for s in prep.image_sources],
+            "token_ids": prep.ids,
+            "num_tokens": None if prep.ids is None else len(prep.ids),
+            "conversion": prep.conversion(),
+        }
+        if prep.ids is None:
+            out["note"] = prep.token_ids_note
+        dump(out)
         return 0
     from recipe.cli.view import print_prompt
 

@@ -14,18 +14,21 @@ __all__ = ["print_prompt", "print_tokens"]
 
 
 def print_prompt(prep: Any, console: Console | None = None) -> None:
-    """Print ``prep.prompt`` with special tokens highlighted, then a summary line with the token count."""
+    """Print ``prep.prompt`` with special tokens highlighted, then a summary line with the token count
+    (or, when the vocabulary lacks one of the template's special tokens, why there is none)."""
     console = console or Console(highlight=False, soft_wrap=True)
     out = RichText()
     for seg in prep.prompt.segments:
         out.append(seg.text, style="bold magenta" if type(seg) is Special else None)
     console.print(out)
     n_special = sum(1 for s in prep.prompt.segments if type(s) is Special)
+    tokens = "[bold]no token ids[/]" if prep.ids is None else f"[bold]tokens {len(prep.ids)}[/]"
     console.print(
         f"\n[dim]api[/] {prep.api}  [dim]model[/] {prep.model}  [dim]encoding[/] {prep.encoding}  "
-        f"[dim]thinking[/] {prep.conversation.thinking}  [dim]special tokens[/] {n_special}  "
-        f"[bold]tokens {len(prep.token_ids)}[/]"
+        f"[dim]thinking[/] {prep.conversation.thinking}  [dim]special tokens[/] {n_special}  {tokens}"
     )
+    if prep.ids is None:
+        console.print(RichText(f"no token ids: {prep.token_ids_note}", style="yellow"))
 
 
 def print_tokens(ids: Sequence[int], pieces: Sequence[str], console: Console | None = None) -> None:
