@@ -24,6 +24,10 @@ as met only if every round reaches it. Token ids are checked identical for every
 memory the prompt cache holds after (b)+(c): its own estimate and tracemalloc's count, and the floor
 of (b): tiktoken alone on the prompt's distinct text chunks (deepseek-recipe's time over it is the
 most (b)'s ratio can reach with this tokenizer).
+Every workload runs for DeepSeek-V4 (the default model) and for DeepSeek-V4.1 (``--families``; the
+bodies name ``deepseek-v4.1-flash``, both sides use the synthetic V4.1-shaped vocabulary, since no
+V4.1 tokenizer.json is public, and deepseek-recipe runs its V4.1 path); a V4.1 row's ratio should
+be at least its V4 row's (issue 11), printed per case.
 Targets (issue 16): (a) >= 3, (b) >= 3, (c) >= 20. Pin it (``taskset -c 1``) on a shared machine.
 """
 
@@ -80,29 +84,54 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def run(workload: Workload, rounds: int, n_short: int, theirs: Callable[[Any], list[int]]) -> tuple[list[Row], dict[str, Any]]:
-    """The three rows of ``workload`` and its facts (token counts, memory)."""
+@dataclass(frozen=True)
+class Family:
+    """A model family as the bench runs it: the model named in the bodies (None: the body's own, the
+    default DeepSeek-V4) and the vocabulary passed to ``prepare`` (None: the default)."""
+
+    name: str
+    model: str | None
+    v41: bool
+
+
+FAMILIES = {"V4": Family("V4", None, False), "V4.1": Family("V4.1", "deepseek-v4.1-flash", True)}
+
+
+def run(workload: Workload, rounds: int, n_short: int, family: Family = FAMILIES["V4"]) -> tuple[list[Row], dict[str, Any]]:
+    """The three rows of ``workload`` for ``family`` and its facts (token counts, memory)."""
+    theirs = anchor.encoder("ChatCompletionRequest", v41=family.v41)
+    tok = recipe.load_tokenizer(anchor.synthetic_v41_path()) if family.v41 else None
+    model = family.model
+
+    def named(body: dict[str, Any]) -> dict[str, Any]:
+        return body if model is None else {**body, "model": model}
+
+    def prepare(body: Any) -> Any:
+        return recipe.prepare(body) if tok is None else recipe.prepare(body, tokenizer=tok)
+
+    w = workload  # the same workload with the family's model name in every body
+    workload = Workload(w.name, lambda: named(w.short()), lambda seed: named(w.long(seed)), lambda b: named(w.next(b)))
     short = workload.short()
     long0 = workload.long(1000)
     long_body = json.dumps(long0, ensure_ascii=False)
     next_body = json.dumps(workload.next(long0), ensure_ascii=False)
-    assert recipe.prepare(short).token_ids == theirs(short), "short: ids differ"
-    n_long = len(recipe.prepare(long_body).token_ids)
-    assert recipe.prepare(long_body).token_ids == theirs(long_body), "long: ids differ"
-    n_next = len(recipe.prepare(next_body).token_ids)
-    assert recipe.prepare(next_body).token_ids == theirs(next_body), "next: ids differ"
+    assert prepare(short).token_ids == theirs(short), "short: ids differ"
+    n_long = len(prepare(long_body).token_ids)
+    assert prepare(long_body).token_ids == theirs(long_body), "long: ids differ"
+    n_next = len(prepare(next_body).token_ids)
+    assert prepare(next_body).token_ids == theirs(next_body), "next: ids differ"
 
     rows = [
-        Row(f"(a) short request ({len(recipe.prepare(short).token_ids)} tokens, dict)", 3.0),
+        Row(f"(a) short request ({len(prepare(short).token_ids)} tokens, dict)", 3.0),
         Row(f"(b) long, cold ({n_long} tokens, JSON)", 3.0),
         Row(f"(c) next request, warm ({n_next} tokens)", 20.0),
     ]
     floor = Row("tiktoken alone on (b)'s text")
-    encode = recipe.load_tokenizer().encode_ordinary
+    encode = (tok or recipe.load_tokenizer()).encode_ordinary
     for r in range(rounds):
         first_ours = r % 2 == 0
         # (a)
-        pair = [lambda: statistics.median(times(lambda: recipe.prepare(short), n_short)),
+        pair = [lambda: statistics.median(times(lambda: prepare(short), n_short)),
                 lambda: statistics.median(times(lambda: theirs(short), n_short))]
         a = [f() for f in (pair if first_ours else pair[::-1])]
         rows[0].add(*(a if first_ours else a[::-1]))
@@ -111,24 +140,24 @@ def run(workload: Workload, rounds: int, n_short: int, theirs: Callable[[Any], l
         clear_caches()
         gc.collect()
         if first_ours:
-            o = _timed(lambda: recipe.prepare(body))
+            o = _timed(lambda: prepare(body))
             t = _timed(lambda: theirs(body))
         else:
             t = _timed(lambda: theirs(body))
             clear_caches()
-            o = _timed(lambda: recipe.prepare(body))
+            o = _timed(lambda: prepare(body))
         rows[1].add(o, t)
         # the floor of (b): tiktoken alone on the prompt's distinct text chunks (the least encoding work)
-        chunks = list(dict.fromkeys(text for special, text in recipe.prepare(body).prompt.chunks() if not special))
+        chunks = list(dict.fromkeys(text for special, text in prepare(body).prompt.chunks() if not special))
         floor.add(_timed(lambda: [encode(c) for c in chunks]), t)
         # (c) the next request after the long one
-        recipe.prepare(long_body)
+        prepare(long_body)
         if first_ours:
-            o = _timed(lambda: recipe.prepare(next_body))
+            o = _timed(lambda: prepare(next_body))
             t = _timed(lambda: theirs(next_body))
         else:
             t = _timed(lambda: theirs(next_body))
-            o = _timed(lambda: recipe.prepare(next_body))
+            o = _timed(lambda: prepare(next_body))
         rows[2].add(o, t)
 
     # memory held by the prompt cache after (b)+(c) of one conversation
@@ -136,8 +165,8 @@ def run(workload: Workload, rounds: int, n_short: int, theirs: Callable[[Any], l
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    recipe.prepare(long_body)
-    recipe.prepare(next_body)
+    prepare(long_body)
+    prepare(next_body)
     gc.collect()
     prompt_stats = default_prompt_cache().stats()
     default_segment_cache().clear()
@@ -156,15 +185,22 @@ def main() -> None:
     ap.add_argument("--short-calls", type=int, default=200, help="calls per side per round in (a)")
     ap.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--families", default="V4,V4.1", help="comma-separated: V4, V4.1")
     args = ap.parse_args()
 
-    theirs = anchor.encoder("ChatCompletionRequest")
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    families = [FAMILIES[f] for f in args.families.split(",")]
     out: dict[str, Any] = {"rounds": args.rounds, "load": os.getloadavg(), "workloads": {}}
     print(f"{args.rounds} rounds per case, sides interleaved; load average {os.getloadavg()[0]:.1f} at start")
-    for name in names:
-        rows, facts = run(WORKLOADS[name], args.rounds, args.short_calls, theirs)
-        print_rows(rows, f"\nworkload {name} ({facts['long_bytes'] / 1e3:.0f} KB long body)")
+    for name, family in ((n, f) for n in names for f in families):
+        rows, facts = run(WORKLOADS[name], args.rounds, args.short_calls, family)
+        key = name if family.model is None else f"{name} {family.name}"
+        print_rows(rows, f"\nworkload {key} ({facts['long_bytes'] / 1e3:.0f} KB long body)")
+        if family.model is not None and name in out["workloads"]:  # the V4 rows of this workload ran first
+            for r4, r in zip(out["workloads"][name]["rows"], rows):
+                mine = r.as_dict()["ratio"][0]
+                print(f"  {r.name.split(' (')[0]}: {family.name} ratio {mine:.2f} vs V4 ratio {r4['ratio'][0]:.2f} -> "
+                      f"{'ok' if mine >= r4['ratio'][0] else 'BELOW'}")
         fl = facts["floor"]
         print(f"  floor of (b): tiktoken alone on its distinct text chunks {fl['ours_ms'][0]:.1f} ms "
               f"[{fl['ours_ms'][1]:.1f}–{fl['ours_ms'][2]:.1f}]; deepseek-recipe / tiktoken alone = {fl['ratio'][0]:.2f} "
@@ -172,7 +208,7 @@ def main() -> None:
         print(f"  prompt cache after (b)+(c): {facts['prompt_cache_entries']} entry, {facts['prompt_cache_checkpoints']} "
               f"checkpoints, estimate {facts['prompt_cache_estimate'] / 2**20:.1f} MiB, traced "
               f"{facts['prompt_cache_traced'] / 2**20:.1f} MiB (tracemalloc)")
-        out["workloads"][name] = {"rows": [r.as_dict() for r in rows], **facts}
+        out["workloads"][key] = {"rows": [r.as_dict() for r in rows], **facts}
     out["load_end"] = os.getloadavg()
     print(f"\nload average {os.getloadavg()[0]:.1f} at end; ids identical for every body")
     if args.json:
