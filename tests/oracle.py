@@ -30,9 +30,14 @@ def options() -> Any:
 
 
 @functools.lru_cache(maxsize=1)
+def tokenizer() -> Any:
+    """deepseek-recipe's ``Tokenizer`` of the embedded vocabulary (built once: about a second)."""
+    return dr.Tokenizer.from_file(str(default_tokenizer_path()))
+
+
+@functools.lru_cache(maxsize=1)
 def encoder() -> Any:
-    tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
-    return dr.DeepseekV4Encoding().with_tokenizer(tok)
+    return dr.DeepseekV4Encoding().with_tokenizer(tokenizer())
 
 
 @functools.lru_cache(maxsize=1)

@@ -151,13 +151,11 @@ def oracle_run(api: str, body: dict[str, Any], chunks: Sequence[Any], finish: st
     with ``response_id``, model ``m`` and created 1700000000.
     """
     import deepseek_recipe as dr
-    from oracle import REQUEST_CLASSES, options
-
-    from recipe.tokenizer import default_tokenizer_path
+    from oracle import REQUEST_CLASSES, options, tokenizer
 
     fin = {"stop": dr.InferenceFinishReason.Stop, "length": dr.InferenceFinishReason.Length,
            "content_filter": dr.InferenceFinishReason.ContentFilter}
-    tok = dr.Tokenizer.from_file(str(default_tokenizer_path()))
+    tok = tokenizer()
     req = getattr(dr, REQUEST_CLASSES[api])(body)
     adapt_gen = decorate(req) if decorate is not None else None
     cr = req.convert(options())

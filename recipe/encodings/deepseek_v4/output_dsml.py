@@ -8,6 +8,10 @@ A tool-call block in the DeepSeek-V4 output format::
     </｜DSML｜invoke>
     </｜DSML｜tool_calls>
 
+DeepSeek-V4.1 writes the tag names with a leading space (``<｜DSML｜ calls>``, `` invoke``,
+`` parameter``); both spellings are exact markup (:data:`SPELLINGS`) for every model, mixed in one
+block too, as deepseek-recipe reads them.
+
 * :func:`read_tag` finds where a tag starting at ``<`` ends, :func:`classify` says which tag it
   is (one of the ``T_*`` kinds, with the invoke / parameter name);
 * arguments are built as JSON text: ``"key": `` from :func:`key_json`, ``string="true"`` values
@@ -24,6 +28,12 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 __all__ = [
+    "BLOCK_ALT",
+    "BLOCK_NAMES",
+    "INVOKE_ALT",
+    "INVOKE_NAMES",
+    "PARAM_ALT",
+    "PARAM_NAMES",
     "CLOSE",
     "CLOSE_BLOCKS",
     "CLOSE_INVOKES",
@@ -61,13 +71,24 @@ class Spelling:
     parameter: str
 
 
-#: the exact spellings the parser reads as the format itself (a second spelling is one more row;
-#: every row must share :data:`OPEN` as its opener prefix, which the content scanner looks for).
-SPELLINGS: tuple[Spelling, ...] = (Spelling("<｜DSML｜", "tool_calls", "invoke", "parameter"),)
+#: the exact spellings the parser reads as the format itself, for every model and mixed in one block
+#: (one more spelling is one more row; every row must share :data:`OPEN` as its opener prefix, which
+#: the content scanner looks for).
+SPELLINGS: tuple[Spelling, ...] = (
+    Spelling("<｜DSML｜", "tool_calls", "invoke", "parameter"),  # DeepSeek-V4
+    Spelling("<｜DSML｜", " calls", " invoke", " parameter"),  # DeepSeek-V4.1: a leading space
+)
 #: how every exact opener / closer starts.
 OPEN = SPELLINGS[0].prefix
 CLOSE = "</" + OPEN[1:]
 assert all(sp.prefix == OPEN for sp in SPELLINGS)
+#: the tag names of every spelling, as regex alternatives (the fast path's bulk regexes)
+BLOCK_NAMES = tuple(sp.block for sp in SPELLINGS)
+INVOKE_NAMES = tuple(sp.invoke for sp in SPELLINGS)
+PARAM_NAMES = tuple(sp.parameter for sp in SPELLINGS)
+BLOCK_ALT = "(?:" + "|".join(map(re.escape, BLOCK_NAMES)) + ")"
+INVOKE_ALT = "(?:" + "|".join(map(re.escape, INVOKE_NAMES)) + ")"
+PARAM_ALT = "(?:" + "|".join(map(re.escape, PARAM_NAMES)) + ")"
 #: longest tag text read while looking for its ``>``; longer means "not a tag".
 TAG_MAX = 512
 

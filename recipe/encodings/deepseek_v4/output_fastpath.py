@@ -26,8 +26,11 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.encodings.deepseek_v4.output_dsml import (
+    BLOCK_ALT,
+    INVOKE_ALT,
     KEY_JSON,
     OPEN,
+    PARAM_ALT,
     SIMPLE_JSON,
     T_CLOSE_BLOCK,
     T_CLOSE_INVOKE,
@@ -78,7 +81,7 @@ _NAME = '[^"<>\n]{1,256}'
 _BULK: dict[tuple[str, ...], tuple[re.Pattern[str], re.Pattern[str]]] = {}
 #: shortest remaining text worth a bulk match attempt (a minimal invoke is longer).
 BULK_MIN = 40
-_BLOCK_END = re.compile(f"{_WS}</｜DSML｜tool_calls>")
+_BLOCK_END = re.compile(f"{_WS}</｜DSML｜{BLOCK_ALT}>")
 
 
 def bulk_patterns(eos_texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -91,11 +94,12 @@ def bulk_patterns(eos_texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Patte
     if hit is None:
         bad = "|".join(["/?｜DSML｜", *(re.escape(e[1:]) for e in eos_texts)])
         value = f"[^<]*(?:<(?!{bad})[^<]*)*"  # unrolled loop: linear, no nested ambiguity
-        invoke = (f'{_WS}<｜DSML｜invoke name="{_NAME}">(?:{_WS}<｜DSML｜parameter name="{_NAME}" '
-                  f'string="(?:true|false)">{value}</｜DSML｜parameter>)*{_WS}</｜DSML｜invoke>')
-        lexer = (f'{_WS}<｜DSML｜invoke name="({_NAME})">'
-                 f'|{_WS}<｜DSML｜parameter name="({_NAME})" string="(?:(t)rue|false)">({value})</｜DSML｜parameter>'
-                 f'|{_WS}(</)｜DSML｜invoke>')
+        inv, par = INVOKE_ALT, PARAM_ALT  # either spelling (V4, V4.1), mixed too
+        invoke = (f'{_WS}<｜DSML｜{inv} name="{_NAME}">(?:{_WS}<｜DSML｜{par} name="{_NAME}" '
+                  f'string="(?:true|false)">{value}</｜DSML｜{par}>)*{_WS}</｜DSML｜{inv}>')
+        lexer = (f'{_WS}<｜DSML｜{inv} name="({_NAME})">'
+                 f'|{_WS}<｜DSML｜{par} name="({_NAME})" string="(?:(t)rue|false)">({value})</｜DSML｜{par}>'
+                 f'|{_WS}(</)｜DSML｜{inv}>')
         hit = _BULK[eos_texts] = (re.compile(f"(?:{invoke})+"), re.compile(lexer))
     return hit
 
