@@ -7,6 +7,9 @@ Run: ``python bench/bench_stream.py [--reps N]``. Same token ids for both; two o
   parallel calls (string and non-string parameters, Windows paths, shell quoting, code); the anchor
   stops after the first block, so this row compares unequal work;
 * ``oneblock``: one sentence and ONE block of parallel calls (~20k ids), parsed whole by both;
+* ``think20k_v41`` / ``oneblock_v41``: the same outputs for DeepSeek-V4.1 (``deepseek-v4.1-flash``
+  requests, DSML in V4.1's spaced spelling), against deepseek-recipe's V4.1 path; a V4.1 row's
+  ratio should be at least its V4 row's (printed after the table);
 
 each fed one id per push and all at once. Each round runs ours and the anchor back to back
 (alternating which goes first); the table prints median [min–max] over the rounds of both times
@@ -71,6 +74,13 @@ def _invoke(name: str, *params: str) -> str:
     return f'<｜DSML｜invoke name="{name}">\n{"".join(params)}</｜DSML｜invoke>\n'
 
 
+def v41_spelling(text: str) -> str:
+    """V4 DSML text in DeepSeek-V4.1's spelling (tag names with a leading space)."""
+    for old, new in (("tool_calls>", " calls>"), ("｜DSML｜invoke", "｜DSML｜ invoke"), ("｜DSML｜parameter", "｜DSML｜ parameter")):
+        text = text.replace(old, new)
+    return text
+
+
 def _calls(k: int) -> list[str]:
     """The k-th round's parallel calls: string and non-string parameters, quoting, paths, code."""
     city = ("Paris", "Zürich", "São Paulo", "東京")[k % 4]
@@ -86,7 +96,7 @@ def _calls(k: int) -> list[str]:
     ][k % 5: k % 5 + 2 + k % 3]
 
 
-def tool_ids(tok, n: int = 20_000) -> list[int]:
+def tool_ids(tok, n: int = 20_000, v41: bool = False) -> list[int]:
     """Non-thinking, tool-call heavy output (~``n`` ids): rounds of prose + a block of 2-4 parallel calls.
 
     deepseek-recipe drops everything after the first block's closer, so only token rates (not
@@ -98,21 +108,22 @@ def tool_ids(tok, n: int = 20_000) -> list[int]:
         calls = _calls(k) or _calls(0)
         text = (f"{_PROSE[k % len(_PROSE)]}\n\n<｜DSML｜tool_calls>\n{''.join(calls)}</｜DSML｜tool_calls>"
                 + ("\n\n" if k % 2 else "\n"))
-        out += tok.encode_with_special_tokens(text)
+        out += tok.encode_with_special_tokens(v41_spelling(text) if v41 else text)
         k += 1
     return out
 
 
-def one_block_ids(tok, n: int = 20_000) -> list[int]:
+def one_block_ids(tok, n: int = 20_000, v41: bool = False) -> list[int]:
     """Non-thinking: one sentence, then ONE block of parallel calls (~``n`` ids) — the tool-heavy
     output both libraries parse completely (deepseek-recipe stops after the first block,
-    so only a single block compares equal work)."""
+    so only a single block compares equal work); ``v41``: in DeepSeek-V4.1's spelling."""
     calls: list[str] = []
     k = 0
     while True:
         calls += _calls(k) or _calls(0)
         k += 1
-        ids = tok.encode_with_special_tokens(f"Checking everything.\n\n<｜DSML｜tool_calls>\n{''.join(calls)}</｜DSML｜tool_calls>")
+        text = f"Checking everything.\n\n<｜DSML｜tool_calls>\n{''.join(calls)}</｜DSML｜tool_calls>"
+        ids = tok.encode_with_special_tokens(v41_spelling(text) if v41 else text)
         if len(ids) >= n:
             return ids
 
@@ -136,8 +147,8 @@ def run_ours(tok, opts, ids, per_token: bool) -> tuple[float, float]:
     return t1 - t0, t2 - t1
 
 
-def _anchor_request(thinking: bool, tools: bool) -> str:
-    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}],
+def _anchor_request(thinking: bool, tools: bool, model: str = "deepseek-v4-pro") -> str:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}],
             "reasoning_effort": "high" if thinking else "none"}
     if tools:
         body["tools"] = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
@@ -175,9 +186,11 @@ def main() -> None:
     think_opts = ParsingOptions(thinking_stage="reasoning")
     tool_opts = ParsingOptions(parse_tool_calls=True, tool_names=TOOLS)
     cases = {
-        "think20k": (think_ids(tok), think_opts, (True, False)),
-        "tools": (tool_ids(tok), tool_opts, (False, True)),
-        "oneblock": (one_block_ids(tok), tool_opts, (False, True)),
+        "think20k": (think_ids(tok), think_opts, (True, False), "deepseek-v4-pro"),
+        "tools": (tool_ids(tok), tool_opts, (False, True), "deepseek-v4-pro"),
+        "oneblock": (one_block_ids(tok), tool_opts, (False, True), "deepseek-v4-pro"),
+        "think20k_v41": (think_ids(tok), think_opts, (True, False), "deepseek-v4.1-flash"),
+        "oneblock_v41": (one_block_ids(tok, v41=True), tool_opts, (False, True), "deepseek-v4.1-flash"),
     }
     dtok = anchor.tokenizer() if dr else None
     if dr:
@@ -185,13 +198,13 @@ def main() -> None:
     print(f"{', '.join(f'{len(v[0])} ids in {k!r}' for k, v in cases.items())}; {args.reps} rounds, ours and the "
           "anchor back to back in each (alternating which goes first); median [min–max] over the rounds; "
           "ratio = anchor time / ours per round (> 1: we are faster)")
-    print(f"{'case':10} {'mode':6} {'ours ms':>22} {'ours tok/s':>10} {'anchor ms':>22} {'ratio':>20}")
+    print(f"{'case':12} {'mode':6} {'ours ms':>22} {'ours tok/s':>10} {'anchor ms':>22} {'ratio':>20}")
     rows = []
-    for name, (ids, opts, (thinking, tools)) in cases.items():
+    for name, (ids, opts, (thinking, tools), model) in cases.items():
         for per_token in (True, False):
             ctx = None
             if dr:
-                req = dr.ChatCompletionRequest(_anchor_request(thinking, tools))
+                req = dr.ChatCompletionRequest(_anchor_request(thinking, tools, model))
                 ctx = (req, req.convert(ropts), dtok)
             row = Row(f"{name} {'one' if per_token else 'all'}", target=2.0 if name != "tools" else None)
             ours_only = []
@@ -204,7 +217,7 @@ def main() -> None:
                 if ctx:
                     row.add(o, t)
                 ours_only.append(o)
-            line = (f"{name:10} {'1/push' if per_token else 'all':6} {span(ours_only, 1e3):>22} "
+            line = (f"{name:12} {'1/push' if per_token else 'all':6} {span(ours_only, 1e3):>22} "
                     f"{len(ids) / _median(ours_only) / 1e3:9.0f}k")
             if ctx:
                 line += f" {span(row.theirs, 1e3):>22} {span(row.ratios):>20}" + ("" if name != "tools" else "  (unequal work)")
@@ -212,6 +225,12 @@ def main() -> None:
                              "equal_work": name != "tools"})
             print(line, flush=True)
     print("tools: the anchor stops after the first tool block (unequal work); oneblock: one block, parsed whole by both")
+    med = {(r["output"], r["push"]): r["ratio"][0] for r in rows}
+    for name in ("think20k", "oneblock"):
+        for push in ("one", "all"):
+            if (name, push) in med:
+                r4, r41 = med[(name, push)], med[(f"{name}_v41", push)]
+                print(f"{name}_v41 {push}: V4.1 ratio {r41:.2f} vs V4 ratio {r4:.2f} -> {'ok' if r41 >= r4 else 'BELOW'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"api": "parser", "rounds": args.reps, "load": os.getloadavg(), "rows": rows}, f, indent=1)
