@@ -278,7 +278,7 @@ def test_corrupted_blocks_invariance_no_lost_text_declared_only(seed):
     text, words = _corrupted_output(rnd)
     ids = tok().encode_with_special_tokens(text)
     r = _same_in_every_chunking_no_lost_text(opts(tools=["f", "g"]), ids, seed, text, words)
-    exact = re.compile(r'<｜DSML｜invoke name="undeclared">')
+    exact = re.compile(r'<｜DSML｜ ?invoke name="undeclared">')  # V4's or V4.1's spelling: markup
     if "recovered_dsml" not in r.notes or not exact.search(text):
         assert all(c.name in ("f", "g") for c in r.tool_calls) or exact.search(text)
     if r.tool_calls and not any(sp != ("<｜DSML｜", "</｜DSML｜", "") and sp[0] in text for sp in _SPELLINGS):

@@ -558,8 +558,8 @@ RECOVERY = [
     # (text, content, calls, recovered?)
     ("Reading it.\n\n" + _cblock(_cinvoke("read", ("path", "C:\\a b\\x.md", True))), "Reading it.",
      [("read", {"path": "C:\\a b\\x.md"})], True),
-    # V4.1 spelling: single bars, leading-space tag names
-    (_cblock(_cinvoke("read", ("n", "3", False), bars=("｜", "｜")), bars=("｜", "｜")), "", [("read", {"n": 3})], True),
+    # V4.1 spelling (single bars, leading-space tag names) is markup, not a recovery
+    (_cblock(_cinvoke("read", ("n", "3", False), bars=("｜", "｜")), bars=("｜", "｜")), "", [("read", {"n": 3})], False),
     # spaced ASCII bars
     (('< | DSML | invoke name="run">\n< | DSML | parameter name="cmd" string="true">echo "hi" && ls'
       "</ | DSML | parameter>\n</ | DSML | invoke>"), "", [("run", {"cmd": 'echo "hi" && ls'})], True),
@@ -572,9 +572,9 @@ RECOVERY = [
     # parallel calls, text after the block is kept
     (_cblock(_cinvoke("read", ("path", "a", True)), _cinvoke("run", ("cmd", "ls", True))) + "\n\nDone.", "Done.",
      [("read", {"path": "a"}), ("run", {"cmd": "ls"})], True),
-    # exact block opener around V4.1-spelled invokes
+    # V4 block opener around V4.1-spelled invokes: both spellings are markup, mixed too
     ("<｜DSML｜tool_calls>\n" + _cinvoke("read", ("path", "z", True), bars=("｜", "｜")) + "</｜DSML｜tool_calls>", "",
-     [("read", {"path": "z"})], True),
+     [("read", {"path": "z"})], False),
     # exact block closed with the V4.1 name: the closer is markup (the block ends there)
     ("<｜DSML｜tool_calls>\n" + invoke("read", ("path", "w", True)) + "</｜DSML｜calls>\n\nAfter.", "After.",
      [("read", {"path": "w"})], True),

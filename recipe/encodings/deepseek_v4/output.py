@@ -57,9 +57,9 @@ the ending); the other states and services live beside it, as mixins sharing its
 5. EOS / configured stop-token ids end the output (the parity target prints EOS as text).
 6. Stop sequences are matched on the content as the client sees it (after newline trimming).
 7. Corrupted spellings are recovered, cautiously (peer failure 9; :mod:`.output_recovery`):
-   doubled bars (``<｜｜DSML｜｜ …>``), ASCII or spaced bars (``< | DSML | …>``), V4.1 names with a
-   leading space (``<｜DSML｜ calls>``, `` invoke``, `` parameter``), the V3.2 block name
-   ``function_calls``, a block opener missing its ``>``. A call is accepted only when its invoke
+   doubled bars (``<｜｜DSML｜｜ …>``), ASCII or spaced bars (``< | DSML | …>``), the V3.2 block name
+   ``function_calls``, a block opener missing its ``>``, other tag names with a leading space
+   (V4.1's own spelling, ``<｜DSML｜ calls>`` / `` invoke`` / `` parameter``, is exact markup). A call is accepted only when its invoke
    is structurally complete (opener, parameters with explicit closers, invoke closer, only
    whitespace between tags), names a declared tool (``ParsingOptions.tool_names``), names no
    parameter twice and carries a strict tool's required parameters; it is emitted whole when

@@ -1,9 +1,9 @@
 """Tool calls written in a corrupted DSML spelling: recognise, validate, convert (peer failures, item 9).
 
 Real DeepSeek V4 / V4.1 / V3.2 generations sometimes spell the tool-call markup wrongly:
-doubled bars ``<｜｜DSML｜｜ invoke …>``, spaced ASCII bars ``< | DSML | invoke …>``, the V4.1
-names with a leading space (``<｜DSML｜ calls>``, `` invoke``, `` parameter``), the V3.2 block
-name ``function_calls``, or a block opener missing its ``>``. The output parser (which parses the
+doubled bars ``<｜｜DSML｜｜ invoke …>``, spaced ASCII bars ``< | DSML | invoke …>``, the V3.2
+block name ``function_calls``, or a block opener missing its ``>`` (V4.1's leading-space tag names
+with single bars are exact markup, :mod:`.output_dsml`). The output parser (which parses the
 exact spelling itself) hands text that starts like such a tag to these helpers, which decide:
 
 * :func:`head_state` — can this held text still be the start of a corrupted opener?
