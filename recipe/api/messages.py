@@ -5,7 +5,9 @@ Conversion follows deepseek-recipe 0.2.0 (behaviour map §1.4 "Messages", §1.5�
 400. Field paths in ``RequestError.param`` are dotted, Anthropic style (``messages.1.content.0``).
 
 Mapping in one breath: the top-level ``system`` becomes one SystemMessage; a ``system`` role inside
-``messages`` becomes a user message ``<system-reminder>\\n{text}\\n</system-reminder>``; every user
+``messages`` becomes a user message ``<system-reminder>\\n{text}\\n</system-reminder>`` (V4.1: a
+system message in place, with its ``tool_addition`` tools; tools a tool result references are
+announced by a system message after that user message); every user
 block becomes its own user/tool message; an assistant turn becomes one AssistantMessage (text joined
 with ``\\n\\n``, thinking joined into reasoning, ``tool_use`` -> tool call with the input printed as
 prompt JSON); consecutive assistant turns are not merged and a trailing assistant is not a prefix.
@@ -170,6 +172,7 @@ class _Walker:
         if not m.content:
             raise RequestError(f"messages.{i}: all messages must have non-empty content", param=f"messages.{i}.content")
         seen: set[str] = set()
+        refs: list[str] = []  # V4.1: tools the results reference, announced after the message
         for j, b in enumerate(m.content):
             if isinstance(b, ToolResultBlock):
                 where = f"messages.{i}.content.{j}"
@@ -185,11 +188,13 @@ class _Walker:
                         param=f"{where}.tool_use_id",
                     )
                 for part in b.content if isinstance(b.content, list) else ():
-                    if isinstance(part, ToolReferenceBlock) and part.tool_name not in self.tool_names:
-                        raise RequestError(
-                            f"{where}: tool reference '{part.tool_name}' not found in available tools",
-                            param=f"{where}.content",
-                        )
+                    if isinstance(part, ToolReferenceBlock):
+                        if part.tool_name not in self.tool_names:
+                            raise RequestError(
+                                f"{where}: tool reference '{part.tool_name}' not found in available tools",
+                                param=f"{where}.content",
+                            )
+                        refs.append(part.tool_name)
                 seen.add(b.tool_use_id)
                 self.pending.remove(b.tool_use_id)
                 if self.token is None:
@@ -206,6 +211,8 @@ class _Walker:
             else:
                 self._misplaced(i, j, b, "user")
         self._close_user()
+        if refs and self.rules.deferred_tools:
+            self.out.append(common.PendingSystem("", (), tuple(refs)))  # type: ignore[arg-type]
 
     def _text_like(self, i: int, text: str, images: tuple[ImagePlaceholder, ...] = ()) -> None:
         if self.pending:

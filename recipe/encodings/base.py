@@ -118,8 +118,9 @@ class RequestRules:
         image_token: images become this special-token spelling in the message text plus an
             :class:`~recipe.conversation.ImageSource` (validated); None: the text
             ``[Unsupported Image]``, unvalidated.
-        deferred_tools: Messages ``defer_loading`` tools are kept out of the tools block and
-            ``tool_addition`` blocks re-list tools (V4: both ignored after validation).
+        deferred_tools: Messages ``defer_loading`` tools are kept out of the tools block, and
+            ``tool_addition`` blocks and tool results' ``tool_reference``s re-list tools (V4: all
+            ignored after validation).
         top_p: the sampling rule's name in :data:`recipe.api.common.TOP_P_RULES` (``v4`` | ``v41``).
         apply_patch: the Responses ``apply_patch`` tool description's name in
             :data:`recipe.api.apply_patch.APPLY_PATCH_DESCRIPTIONS` (``v4`` | ``v41``).
