@@ -96,3 +96,19 @@ def test_real_client_bodies_with_the_v41_name(path):
         assert want is not None, f"{where}: no equivalent body for {theirs['message']!r}"
         got = prep.token_ids if want[0] == "ids" else prep.prompt.text
         assert got == want[1], f"{where}: prompt differs from deepseek-recipe's for the equivalent body"
+
+
+def test_chat_developer_is_the_v41_responses_developer_item():
+    """docs/clients.md class 1 on V4.1: a Chat ``developer`` message is read as V4.1 reads a Responses
+    ``developer`` item — a system message in place — so both APIs give deepseek-recipe's ids."""
+    tok = synthetic_v41_tokenizer()
+    history = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "Hi"},
+               {"role": "assistant", "content": "Hello!"}, {"role": "developer", "content": "Answer in French."},
+               {"role": "user", "content": "Again"}]
+    chat = prepare({"model": MODEL, "messages": history, "reasoning_effort": "high"}, "chat", tokenizer=tok)
+    resp_body = {"model": MODEL, "input": [{"role": m["role"], "content": m["content"]} for m in history], "reasoning": {"effort": "high"}}
+    theirs = oracle.convert("responses", resp_body)
+    assert theirs["ok"] and chat.token_ids == theirs["token_ids"] == prepare(resp_body, "responses", tokenizer=tok).token_ids
+    assert "<｜System｜>Answer in French.<｜User｜>Again" in chat.prompt.text
+    with pytest.raises(RequestError, match="unknown variant `developer`"):
+        prepare({"model": MODEL, "messages": history}, "chat", options=PARITY_OPTIONS)
