@@ -79,8 +79,8 @@ class Options:
 
     Acceptance of what real clients send where deepseek-recipe 0.2.0 answers 400 (docs/clients.md);
     each default is the accepting behaviour, ``"reject"`` restores the parity target's error:
-        developer_role: Chat ``developer`` messages — ``user`` (mapped as a Responses developer
-            item is: a user message) or ``reject``.
+        developer_role: Chat ``developer`` messages — ``user`` (mapped as the model's Responses
+            developer item is: a user message, on DeepSeek-V4.1 a system message) or ``reject``.
         forced_tool_choice_thinking: ``required`` / named tool choice in thinking mode —
             ``non_thinking`` (render that request without thinking so the prompt can open the
             tool-call block), ``constrain`` (keep thinking; the output constraint requires a tool
