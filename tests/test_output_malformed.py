@@ -151,13 +151,27 @@ _FINISH = {("chat", True, "stop"): "tool_calls", ("chat", False, "stop"): "stop"
            ("messages", False, "stop"): "end_turn", ("messages", True, "length"): "max_tokens"}
 
 
+def _v41_spelling(text: str) -> str:
+    """``text`` with DeepSeek-V4.1's tag names (a leading space) for V4's exact ones."""
+    for v4, v41 in (("tool_calls>", " calls>"), ("invoke", " invoke"), ("parameter", " parameter")):
+        text = text.replace("｜DSML｜" + v4, "｜DSML｜" + v41)
+    return text
+
+
+#: model -> how its outputs spell the markup (V4.1 requests, V4.1's spelling: the same rules hold)
+_MODELS = {"deepseek-v4-pro": str, "DeepSeek-V4.1-Flash": _v41_spelling}
+
+
+@pytest.mark.parametrize("model", sorted(_MODELS))
 @pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 @pytest.mark.parametrize("name", sorted(SHAPES))
-def test_issue12_shape(name, api):
+def test_issue12_shape(name, api, model):
     """Each shape of issue 12 through each API: the response and the stream (one id per push and all
-    at once) carry exactly the expected reasoning, answer, calls and notes."""
+    at once) carry exactly the expected reasoning, answer, calls and notes; for a DeepSeek-V4.1
+    request, the same with the output (and so the answer kept from it) in V4.1's spelling."""
     thinking, text, finish, reasoning, content, calls, notes = _expected(api, name)
-    prep = prepare(request(api, thinking), api)
+    text, content = _MODELS[model](text), _MODELS[model](content)
+    prep = prepare(request(api, thinking) | {"model": model}, api)
     ids = tok().encode_with_special_tokens(text)
     resp = response(prep, ids, finish=finish, **KW)
     got = from_api(api, resp)
@@ -177,3 +191,29 @@ def test_issue12_shape(name, api):
         assert API_FOLD[api](stream_payloads(prep, chunks, finish, start=api != "chat", **KW)) == (
             resp if api != "messages" else {k: v for k, v in resp.items() if k != "recipe"} | (
                 {"recipe": resp["recipe"]} if "recipe" in resp else {}))
+
+
+def test_v41_system_token_is_a_role_token_only_in_a_v41_vocabulary():
+    """``<｜System｜>`` opens a prompt section in DeepSeek-V4.1: decoded with a V4.1 vocabulary (the
+    synthetic one) it is a role token like ``<｜User｜>`` (text, note, no call after it); with the V4
+    vocabulary, where it is not a token, it is plain text and the call after it is a call."""
+    from v41_support import synthetic_v41_tokenizer
+
+    call = _v41_spelling(f'{_B}tool_calls>\n{_B}invoke name="f">\n{_B}parameter name="city" string="true">SF{_C}parameter>\n'
+                         f"{_C}invoke>\n{_C}tool_calls>")
+    text = "Done.<｜System｜>New rules." + call
+    for vocab, role in ((synthetic_v41_tokenizer(), True), (tok(), False)):
+        ids = vocab.encode_with_special_tokens(text)
+        assert (len(ids) < len(tok().encode_with_special_tokens(text))) is role  # one id only where it is a token
+        results = []
+        for chunks in ([[i] for i in ids], [ids]):
+            p = OutputParser(parsing_options(False), vocab, tool_call_id=7)
+            events = [e for c in chunks for e in p.push(c)] + p.finish("stop")
+            results.append(from_events(events))
+        r = results[0]
+        assert (r.content, r.calls, r.notes) == (results[1].content, results[1].calls, results[1].notes)
+        if role:
+            assert (r.content, list(r.calls), list(r.notes)) == (text, [], ["role_token"])
+        else:
+            assert (r.content, [(n, json.loads(a)) for n, a in r.calls]) == ("Done.<｜System｜>New rules.", [("f", {"city": "SF"})])
+            assert "role_token" not in r.notes

@@ -59,8 +59,8 @@ the ending); the other states and services live beside it, as mixins sharing its
 7. Corrupted spellings are recovered, cautiously (peer failure 9; :mod:`.output_recovery`):
    doubled bars (``<｜｜DSML｜｜ …>``), ASCII or spaced bars (``< | DSML | …>``), the V3.2 block name
    ``function_calls``, a block opener missing its ``>``, other tag names with a leading space
-   (V4.1's own spelling, ``<｜DSML｜ calls>`` / `` invoke`` / `` parameter``, is exact markup). A call is accepted only when its invoke
-   is structurally complete (opener, parameters with explicit closers, invoke closer, only
+   (V4.1's own spelling, ``<｜DSML｜ calls>`` / `` invoke`` / `` parameter``, is exact markup:
+   :data:`.output_dsml.SPELLINGS`). A call is accepted only when its invoke is structurally complete (opener, parameters with explicit closers, invoke closer, only
    whitespace between tags), names a declared tool (``ParsingOptions.tool_names``), names no
    parameter twice and carries a strict tool's required parameters; it is emitted whole when
    its invoke closes, with the note ``recovered_dsml``. A refused complete invoke is content up
@@ -133,12 +133,15 @@ from recipe.output.parsing import JsonObjectFilter, MarkerMatcher, StopMatcher
 from recipe.output.events import Finish, OutputEvent, ReasoningDelta, TextDelta
 from recipe.tokenizer import Tokenizer
 
-__all__ = ["OutputParser", "ROLE_TOKENS", "make_tool_call_id"]
+__all__ = ["OutputParser", "ROLE_TOKENS", "VOCABULARY_ROLE_TOKENS", "make_tool_call_id"]
 
 #: template tokens that open a turn or a prompt section: in the output they mean the model went on
 #: past its own turn. They are kept as text (note ``role_token``) and nothing after one is read as
 #: structure (no ``</think>`` switch, no tool call).
 ROLE_TOKENS = (USER, ASSISTANT, BOS, LATEST_REMINDER)
+#: role tokens of later family members, read as such only when the parser's vocabulary has them as
+#: special tokens: DeepSeek-V4.1's ``<｜System｜>`` (with a V4 vocabulary it is plain text).
+VOCABULARY_ROLE_TOKENS = ("<｜System｜>",)
 
 # former names, still read through this module by tests/test_output_fastpath.py
 _IdStream = IdStream
@@ -192,7 +195,9 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         self._eos_set = frozenset(self._eos)
         eos_text = [s for s in (tokenizer.special_name(t) for t in self._eos) if s] or [EOS]
         self._eos_text = frozenset(eos_text)
-        roles = [r for r in ROLE_TOKENS if r not in self._eos_text]
+        specials = tokenizer.special_tokens
+        roles = [r for r in (*ROLE_TOKENS, *(v for v in VOCABULARY_ROLE_TOKENS if v in specials))
+                 if r not in self._eos_text]
         self._roles = frozenset(roles)
         self._frozen = False  # a role token was read: no structure after it
         self._m_reason = MarkerMatcher([THINK_END, *eos_text, *roles])

@@ -135,7 +135,7 @@ class ToolCallBlock:
             kind, name, is_str = classify(s[j:k]) if k >= 0 else (T_OTHER, "", False)
             if kind == T_OTHER and self._state == BLOCK and self._rec is not None:
                 if k >= 0 and block_closer(self._rec, s[j:k]) == k - j:
-                    # a corrupted spelling of the block closer (e.g. V4.1 ``calls``): it closes the block
+                    # a corrupted spelling of the block closer (e.g. ``calls`` without V4.1's space): it closes the block
                     self._note("recovered_dsml")
                     self._ws = ""
                     self._ws_text = False
