@@ -37,7 +37,7 @@ EOS = "<｜end▁of▁sentence｜>"
 SPELLINGS = {
     "exact": ("<｜DSML｜", "</｜DSML｜", "", "tool_calls"),
     "doubled": ("<｜｜DSML｜｜", "</｜｜DSML｜｜", " ", "calls"),
-    "v41": ("<｜DSML｜", "</｜DSML｜", " ", "calls"),
+    "v41": ("<｜DSML｜", "</｜DSML｜", " ", "calls"),  # DeepSeek-V4.1's: exact markup too, for every model
     "v32": ("<｜DSML｜", "</｜DSML｜", "", "function_calls"),
     "ascii": ("< | DSML | ", "</ | DSML | ", "", "calls"),
 }
@@ -54,7 +54,8 @@ FRAGMENTS = (
 _WS = re.compile(r"\s+")
 #: a DSML tag or tag start in any spelling (for the gap checks)
 _ANY_TAG = re.compile(r"< ?/? ?(?:[｜|] ?){1,2}DSML ?(?:[｜|] ?){1,2}[^<>]*>?")
-_CORRUPTED_TAG = re.compile(r"< ?/? ?(?:(?:[｜|] ?){2}|\| ?|｜ )DSML|<｜DSML｜ |</｜DSML｜ |DSML｜function_calls")
+#: (gaps are compared without whitespace, so V4.1's exact `<｜DSML｜ invoke` reads as V4's there)
+_CORRUPTED_TAG = re.compile(r"< ?/? ?(?:(?:[｜|] ?){2}|\| ?|｜ )DSML|DSML｜function_calls")
 _SENTINEL = re.compile(r"[WV]\d{3}[a-z]")
 
 
