@@ -33,13 +33,13 @@ OPTIONS = {
 }
 
 
-def outcome(body: Any, api: str, cache: PromptCache | None) -> tuple[Any, ...]:
-    """What ``prepare`` gives: ids, prompt segments and message starts, or the error."""
+def outcome(body: Any, api: str, cache: PromptCache | None, tokenizer: Any = None) -> tuple[Any, ...]:
+    """What ``prepare`` gives: ids, prompt segments and message starts (and image sources), or the error."""
     try:
-        prep = prepare(json.dumps(body, ensure_ascii=False), api, prompt_cache=cache, cache=None)
+        prep = prepare(json.dumps(body, ensure_ascii=False), api, prompt_cache=cache, cache=None, tokenizer=tokenizer)
     except RequestError as err:
         return ("error", err.stage, err.message, err.param)
-    return ("ok", prep.token_ids, prep.prompt.segments, prep.prompt.message_starts)
+    return ("ok", prep.token_ids, prep.prompt.segments, prep.prompt.message_starts, prep.prompt.images)
 
 
 def _drop_reasoning(item: Any) -> Any:
@@ -53,12 +53,12 @@ def _drop_reasoning(item: Any) -> Any:
 
 
 @st.composite
-def edited(draw, api: str, body: dict[str, Any]) -> dict[str, Any]:
-    """``body`` after one random edit at a random position."""
+def edited(draw, api: str, body: dict[str, Any], requests: dict[str, Any] = REQUESTS) -> dict[str, Any]:
+    """``body`` after one random edit at a random position (new parts drawn from ``requests``)."""
     body = copy.deepcopy(body)
     key = SEQUENCE[api]
     seq = body.get(key)
-    other = draw(REQUESTS[api])
+    other = draw(requests[api])
     other_seq = other.get(key) if isinstance(other.get(key), list) else []
     kinds = ["append", "append", "append", "options", "tools"]
     if isinstance(seq, list) and seq:
@@ -103,13 +103,13 @@ def edited(draw, api: str, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _check_chain(data: Any, api: str) -> None:
+def _check_chain(data: Any, api: str, requests: dict[str, Any] = REQUESTS, tokenizer: Any = None) -> None:
     cache = PromptCache()
-    body = data.draw(REQUESTS[api])
+    body = data.draw(requests[api])
     for step in range(3):
-        reused = outcome(body, api, cache)
-        assert reused == outcome(body, api, None), f"step {step}"
-        body = data.draw(edited(api, body))
+        reused = outcome(body, api, cache, tokenizer)
+        assert reused == outcome(body, api, None, tokenizer), f"step {step}"
+        body = data.draw(edited(api, body, requests))
     stats = cache.stats()
     event(f"hits > 0: {stats.hits > 0}")
 
@@ -130,6 +130,18 @@ def test_responses_reuse_equals_cold_prepare(data):
 @given(st.data())
 def test_messages_reuse_equals_cold_prepare(data):
     _check_chain(data, "messages")
+
+
+@settings(max_examples=90)
+@given(st.data(), st.sampled_from(["chat", "responses", "messages"]))
+def test_v41_reuse_equals_cold_prepare(data, api):
+    """DeepSeek-V4.1 (system messages in place, images, deferred tools, request-order calls) with a
+    V4.1 vocabulary: the same property."""
+    from v41_strategies import chat_v41_requests, messages_v41_requests, responses_v41_requests
+    from v41_support import synthetic_v41_tokenizer
+
+    requests = {"chat": chat_v41_requests(), "responses": responses_v41_requests(), "messages": messages_v41_requests()}
+    _check_chain(data, api, requests, synthetic_v41_tokenizer())
 
 
 # --- the agent loop -------------------------------------------------------------------------------
@@ -158,6 +170,38 @@ def test_the_next_agent_turn_reuses_all_but_the_last_round():
     assert first.token_ids[: stats.reused_tokens] == nxt.token_ids[: stats.reused_tokens]
     assert stats.reused_tokens > 0.9 * len(first.token_ids)
     assert stats.entries == 1  # the first entry's checkpoints all moved to the second: it was dropped
+
+
+def test_the_next_v41_agent_turn_reuses_all_but_the_last_round():
+    """The same on DeepSeek-V4.1 (its vocabulary: the synthetic one), the system message in place."""
+    from v41_support import synthetic_v41_tokenizer
+
+    tok = synthetic_v41_tokenizer()
+    cache = PromptCache()
+    v41 = lambda turns: {**_agent(turns), "model": "deepseek-v4.1-flash"}  # noqa: E731
+    first = prepare(v41(6), prompt_cache=cache, tokenizer=tok)
+    nxt = prepare(v41(7), prompt_cache=cache, tokenizer=tok)
+    assert nxt.encoding == "deepseek_v41" and nxt.prompt.text.count("<｜System｜>") == 1
+    assert nxt.token_ids == prepare(v41(7), prompt_cache=None, tokenizer=tok).token_ids
+    stats = cache.stats()
+    assert (stats.hits, stats.misses, stats.entries) == (1, 1, 1)
+    assert first.token_ids[: stats.reused_tokens] == nxt.token_ids[: stats.reused_tokens]
+    assert stats.reused_tokens > 0.9 * len(first.token_ids)
+    # images before the checkpoint: their sources come back with the resumed prompt, in order
+    def with_images(turns: int) -> dict[str, Any]:
+        body = v41(turns)
+        msgs = body["messages"]
+        msgs[1] = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                                               {"type": "text", "text": "this"}]}
+        msgs.append({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/b.png"}}]})
+        return body
+
+    prepare(with_images(3), prompt_cache=cache, tokenizer=tok)
+    resumed = prepare(with_images(4), prompt_cache=cache, tokenizer=tok)
+    assert cache.stats().hits == 2
+    cold = prepare(with_images(4), prompt_cache=None, tokenizer=tok)
+    assert (resumed.prompt, resumed.token_ids) == (cold.prompt, cold.token_ids)
+    assert [s.url for s in resumed.prompt.images] == ["https://example.com/a.png", "https://example.com/b.png"]
 
 
 def test_a_long_agent_loop_stays_exact_and_holds_one_entry():

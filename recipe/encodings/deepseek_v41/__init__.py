@@ -21,7 +21,7 @@ from recipe.encodings.base import Encoding, RequestRules
 from recipe.encodings.deepseek_v4 import new_parser
 from recipe.encodings.deepseek_v4.constants import EOS
 from recipe.encodings.deepseek_v41.constants import IMAGE, SPECIAL_IDS, SYSTEM
-from recipe.encodings.deepseek_v41.render import render
+from recipe.encodings.deepseek_v41.render import RESUMABLE, render
 from recipe.tokenizer import load_tokenizer
 
 __all__ = ["ENCODING", "VOCABULARY_HINT", "encode_messages", "encode_messages_to_ids"]
@@ -65,4 +65,5 @@ ENCODING = Encoding(
     ),
     required_specials=(SYSTEM,),
     vocabulary_hint=VOCABULARY_HINT,
+    resumable=RESUMABLE,
 )

@@ -27,7 +27,9 @@ image placeholder at an offset the conversion recorded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
 
 from recipe.conversation import (
     AssistantMessage,
@@ -41,6 +43,7 @@ from recipe.conversation import (
     ToolMessage,
     UserMessage,
 )
+from recipe.encodings.base import Checkpoint, ResumableRender
 from recipe.encodings.deepseek_v4.constants import BOS, LATEST_REMINDER, USER
 from recipe.encodings.deepseek_v4.render import (
     JSON_SCHEMA_HEAD,
@@ -55,7 +58,7 @@ from recipe.encodings.deepseek_v41.constants import IMAGE, SYSTEM
 from recipe.jsonfmt import dumps_prompt_python
 from recipe.prompt import Prompt, Segment, Special, Text
 
-__all__ = ["render", "V41_DIALECT", "EFFORT_BUDGETS", "EFFORT_LINE", "JSON_OBJECT_TEXT", "UPDATED_TOOLS_HEAD", "effort_line"]
+__all__ = ["render", "render_resumable", "render_context", "RESUMABLE", "V41_DIALECT", "EFFORT_BUDGETS", "EFFORT_LINE", "JSON_OBJECT_TEXT", "UPDATED_TOOLS_HEAD", "effort_line"]
 
 #: V4.1's dialect: tag names with a leading space, a blank line in an invoke without parameters,
 #: Python's float format in prompt JSON (``1e-05``, where V4 prints ``0.00001``).
@@ -129,7 +132,7 @@ def _leading(conv: Conversation, first: SystemMessage | None, sink: list[ImageSo
     return out
 
 
-def _user_group(run: Sequence[Message], call_order: dict[str, int], sink: list[ImageSource]) -> list[Segment]:
+def _user_group(run: Sequence[Message], call_order: Mapping[str, int], sink: list[ImageSource]) -> list[Segment]:
     """One user turn: tool results in call order, then every user text (empty ones kept), joined
     by blank lines."""
     tools = [m for m in run if type(m) is ToolMessage]
@@ -150,44 +153,80 @@ def _user_group(run: Sequence[Message], call_order: dict[str, int], sink: list[I
     return out
 
 
-def _body(conv: Conversation, start: int, base: int, starts: list[tuple[int, int]], sink: list[ImageSource]) -> tuple[list[Segment], bool]:
-    """Message groups from ``start`` in order; returns (segments, ends_with_prefix)."""
+_EMPTY_ORDER: Mapping[str, int] = MappingProxyType({})
+
+
+def _body(
+    conv: Conversation,
+    i: int,
+    call_order: Mapping[str, int],
+    segs: list[Segment],
+    starts: list[tuple[int, int]],
+    sink: list[ImageSource],
+    checkpoints: list[Checkpoint] | None,
+) -> bool:
+    """Message groups from ``conv.messages[i]`` on, appended to ``segs`` (each group's ``(message
+    index, segment index)`` to ``starts``, image sources to ``sink``); returns whether the prompt
+    ends with a prefix assistant. ``call_order``: the result order set by the last assistant turn
+    with tool calls before ``i``. A checkpoint follows every assistant turn that is not a prefix
+    (state: the call order and the number of images so far)."""
     msgs = conv.messages
     think_history = conv.thinking and bool(conv.tools)
-    out: list[Segment] = []
-    call_order: dict[str, int] = {}
-    i, n = start, len(msgs)
+    n = len(msgs)
     while i < n:
         m = msgs[i]
         kind = type(m)
         if kind is LatestReminderMessage and i and type(msgs[i - 1]) is LatestReminderMessage:
             i += 1  # deepseek-recipe renders only the first reminder of a run (the reference encoder: each)
             continue
-        starts.append((i, base + len(out)))
+        starts.append((i, len(segs)))
         if kind is UserMessage or kind is ToolMessage:
             j = i
             while j < n and type(msgs[j]) is ToolMessage:
                 j += 1
             while j < n and type(msgs[j]) is UserMessage:
                 j += 1
-            out += _user_group(msgs[i:j], call_order, sink)
+            segs += _user_group(msgs[i:j], call_order, sink)
             i = j
             continue
         if kind is SystemMessage:
-            out.append(_S_SYSTEM)
-            out += _content(m.content, m.images, sink)
-            out += _additions(m.tool_additions)
+            segs.append(_S_SYSTEM)
+            segs += _content(m.content, m.images, sink)
+            segs += _additions(m.tool_additions)
         elif kind is LatestReminderMessage:
-            out += (_S_REMINDER, Text(m.content))
+            segs += (_S_REMINDER, Text(m.content))
         elif kind is AssistantMessage:
             if m.prefix and i == n - 1:
-                out += prefix_assistant_segments(m, conv.thinking)
-                return out, True
-            out += assistant_segments(m, think_history, m.tool_calls, V41_DIALECT)
+                segs += prefix_assistant_segments(m, conv.thinking)
+                return True
+            segs += assistant_segments(m, think_history, m.tool_calls, V41_DIALECT)
             if m.tool_calls:
                 call_order = {c.id: k for k, c in enumerate(m.tool_calls)}
+            if checkpoints is not None and not m.prefix:
+                checkpoints.append(Checkpoint(i + 1, len(segs), len(starts), (call_order, len(sink))))
         i += 1
-    return out, False
+    return False
+
+
+def _render(conv: Conversation, resume: tuple[Prompt, Checkpoint] | None, checkpoints: list[Checkpoint] | None) -> Prompt:
+    msgs = conv.messages
+    first = msgs[0] if msgs and type(msgs[0]) is SystemMessage else None
+    starts: list[tuple[int, int]] = [(0, 1)] if first is not None else []
+    if resume is None:
+        sink: list[ImageSource] = []
+        segs: list[Segment] = [_S_BOS]
+        segs += _leading(conv, first, sink)
+        ends_with_prefix = _body(conv, 1 if first is not None else 0, _EMPTY_ORDER, segs, starts, sink, checkpoints)
+    else:
+        prompt, cp = resume
+        call_order, n_images = cp.state
+        sink = list(prompt.images[:n_images])
+        segs = list(prompt.segments[: cp.segments])
+        starts += prompt.message_starts[len(starts) : cp.starts]
+        ends_with_prefix = _body(conv, cp.messages, call_order, segs, starts, sink, checkpoints)
+    if not ends_with_prefix:
+        segs += generation_prompt(conv, V41_DIALECT)
+    return Prompt(tuple(segs), tuple(starts), tuple(sink))
 
 
 def render(conv: Conversation) -> Prompt:
@@ -196,14 +235,32 @@ def render(conv: Conversation) -> Prompt:
     ``prompt.images`` lists the image sources in the order of their image tokens. Never raises for
     a well-formed Conversation (``ValueError`` for image placeholders at wrong offsets).
     """
-    sink: list[ImageSource] = []
-    msgs = conv.messages
-    first = msgs[0] if msgs and type(msgs[0]) is SystemMessage else None
-    starts: list[tuple[int, int]] = [(0, 1)] if first is not None else []
-    segs: list[Segment] = [_S_BOS]
-    segs += _leading(conv, first, sink)
-    body, ends_with_prefix = _body(conv, 1 if first is not None else 0, len(segs), starts, sink)
-    segs += body
-    if not ends_with_prefix:
-        segs += generation_prompt(conv, V41_DIALECT)
-    return Prompt(tuple(segs), tuple(starts), tuple(sink))
+    return _render(conv, None, None)
+
+
+def render_context(conv: Conversation) -> tuple[Any, ...]:
+    """What the rendering of a message prefix reads besides those messages: thinking, effort, tools
+    (deferred ones included: the tools block leaves them out) and the response format, all in the
+    leading section or the history's reasoning rule. System messages stay in place on V4.1, so they
+    are part of the messages compared; the tool choice only shapes the generation prompt."""
+    return (conv.thinking, conv.reasoning_effort, conv.tools, conv.response_format)
+
+
+def render_boundaries(conv: Conversation) -> list[int]:
+    """Message counts where :func:`render_resumable` may place a checkpoint: after each assistant
+    turn that is not a prefix (what follows starts with a special token and never changes it)."""
+    return [k + 1 for k, m in enumerate(conv.messages) if type(m) is AssistantMessage and not m.prefix]
+
+
+def render_resumable(
+    conv: Conversation, resume: tuple[Prompt, Checkpoint] | None = None
+) -> tuple[Prompt, tuple[Checkpoint, ...]]:
+    """:func:`render` with checkpoints (after each assistant turn), optionally resumed from an earlier
+    prompt's checkpoint (contract: :class:`~recipe.encodings.base.ResumableRender`)."""
+    checkpoints: list[Checkpoint] = []
+    prompt = _render(conv, resume, checkpoints)
+    return prompt, tuple(checkpoints)
+
+
+#: The V4.1 renderer as the prompt cache uses it.
+RESUMABLE = ResumableRender(context=render_context, boundaries=render_boundaries, render=render_resumable)
