@@ -157,13 +157,15 @@ def _plain_hint(hint: Any) -> bool:
         return all(map(_plain_hint, args))
     if origin is tuple:
         return all(_plain_hint(a) for a in args if a is not Ellipsis)
+    if origin is typing.Literal:  # string literals only (``Literal[1]`` would admit ``True``)
+        return all(type(a) is str for a in args)
     return isinstance(hint, type) and _plain(hint)
 
 
 @functools.cache
 def _plain(cls: type) -> bool:
     """Whether ``==`` between two instances of the dataclass ``cls`` is exact: every field is
-    declared str, bool, int or None, or a tuple / union of those or of such dataclasses (so equal
+    declared str, bool, int, None or a string ``Literal``, or a tuple / union of those or of such dataclasses (so equal
     instances hold equal strings and numbers of their declared types; :func:`_same` decides for
     any other class)."""
     if not dataclasses.is_dataclass(cls):
@@ -177,12 +179,18 @@ def _plain(cls: type) -> bool:
 
 def _same_messages(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Exact equality of two message tuples: one C-speed ``==`` when every class is plain (the
-    Conversation message types), else :func:`_same` message by message."""
+    Conversation message types but :class:`~recipe.conversation.SystemMessage`, whose V4.1 tool
+    additions hold tool schemas), else ``==`` for the messages of plain classes and :func:`_same`
+    for the others, message by message."""
     if len(a) != len(b):
         return False
-    if all(map(_plain, set(map(type, a)))):
+    classes = set(map(type, a))
+    if all(map(_plain, classes)):
         return tuple(map(type, a)) == tuple(map(type, b)) and a == b
-    return all(map(_same, a, b))
+    if tuple(map(type, a)) != tuple(map(type, b)):
+        return False
+    plain = {c for c in classes if _plain(c)}
+    return all(x == y if type(x) in plain else _same(x, y) for x, y in zip(a, b))
 
 
 def _deep_size(value: Any) -> int:

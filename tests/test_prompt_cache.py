@@ -359,7 +359,13 @@ def test_message_types_compare_with_one_equality_and_others_are_walked():
     from recipe import conversation
 
     for cls in typing.get_args(conversation.Message):
-        assert _plain(cls), cls  # a field of another type would fall back to the walk (slower, still exact)
+        # a field of another type falls back to the walk (slower, still exact): only SystemMessage's
+        # V4.1 tool additions (tool schemas) do
+        assert _plain(cls) is (cls is not SystemMessage), cls
+    tool = lambda v: conversation.ToolDefinition("t", None, {"type": "object", "maximum": v})  # noqa: E731
+    with_tool = lambda v: (UserMessage("u"), SystemMessage("s", (), (tool(v),)), UserMessage("w"))  # noqa: E731
+    assert _same_messages(with_tool(1), with_tool(1)) and not _same_messages(with_tool(1), with_tool(1.0))
+    assert not _same_messages(with_tool(1), (*with_tool(1)[:2], UserMessage("x")))
 
     @dataclasses.dataclass(frozen=True)
     class Scored:
