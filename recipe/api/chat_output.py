@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from orjson import dumps as _orjson_dumps
 
 from recipe.jsonfmt import dumps_wire
 
@@ -222,7 +223,11 @@ class ChatEncoder:
 
     def frame(self, payload: dict[str, Any]) -> bytes:
         """``data: {json}\\n\\n`` (no ``event:`` line; compact orjson never contains a newline)."""
-        return b"data: " + dumps_wire(payload) + b"\n\n"
+        try:
+            body = _orjson_dumps(payload)
+        except TypeError:  # a huge integer or a lone surrogate: the fallback printer
+            body = dumps_wire(payload)
+        return b"data: " + body + b"\n\n"
 
     def done(self) -> bytes:
         """``data: [DONE]\\n\\n``."""

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 
+from orjson import dumps as _orjson_dumps
+
 from recipe.jsonfmt import dumps_wire
 
 from recipe.cache.usage import PromptUsage
@@ -350,7 +352,11 @@ class MessagesEncoder:
         head = _HEADS.get(t)
         if head is None:
             head = b"event: " + str(t).encode() + b"\ndata: "
-        return head + dumps_wire(payload) + b"\n\n"
+        try:
+            body = _orjson_dumps(payload)
+        except TypeError:  # a huge integer or a lone surrogate: the fallback printer
+            body = dumps_wire(payload)
+        return head + body + b"\n\n"
 
     def done(self) -> None:
         """Messages streams end at EOF: no terminator frame."""

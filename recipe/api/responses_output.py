@@ -552,7 +552,11 @@ class ResponsesEncoder:
 
     def frame(self, payload: dict[str, Any]) -> bytes:
         """``event: <type>\\ndata: <json>\\n\\n`` (compact orjson never contains a newline)."""
-        return b"event: " + payload["type"].encode() + b"\ndata: " + dumps_wire(payload) + b"\n\n"
+        try:
+            body = orjson.dumps(payload)
+        except TypeError:  # a huge integer or a lone surrogate: the fallback printer
+            body = dumps_wire(payload)
+        return b"event: " + payload["type"].encode() + b"\ndata: " + body + b"\n\n"
 
     def done(self) -> None:
         """None: a Responses stream ends after ``response.completed`` / ``response.incomplete``."""

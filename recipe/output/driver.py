@@ -237,6 +237,8 @@ class CompletionStream:
     def sse(self, payloads: Sequence[dict[str, Any]]) -> bytes:
         """SSE bytes for ``payloads``; once finished, the API's terminator (Chat ``data: [DONE]``) is
         appended the first time this is called."""
+        if not payloads and (self._finish is None or self._done_sent):
+            return b""  # most one-id pushes inside a tool call complete no payload
         frame = self._enc.frame
         if len(payloads) == 1:
             data = frame(payloads[0])
