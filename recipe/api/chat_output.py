@@ -95,22 +95,22 @@ class ChatEncoder:
         opts = getattr(req, "stream_options", None)
         include_usage = bool(opts is not None and opts.include_usage)
         self._usage_null = not getattr(req, "stream", False) or include_usage
-        self._head = (meta.id, meta.created, meta.model, meta.system_fingerprint)
+        self._head: dict[str, Any] = {
+            "id": meta.id,
+            "object": "chat.completion.chunk",
+            "created": meta.created,
+            "model": meta.model,
+            "system_fingerprint": meta.system_fingerprint,
+            "choices": None,
+        }
+        if self._usage_null:
+            self._head["usage"] = None
 
     # ------------------------------------------------------------------ chunks
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
-        i, created, model, fp = self._head
-        c = {
-            "id": i,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "system_fingerprint": fp,
-            "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}],
-        }
-        if self._usage_null:
-            c["usage"] = None
+        c = self._head.copy()  # the fixed keys, in order ("choices" replaced in place)
+        c["choices"] = [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]
         return c
 
     def open(self) -> list[dict[str, Any]]:
