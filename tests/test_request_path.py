@@ -1,9 +1,11 @@
 """The request path's shortcuts keep their checks: a JSON text body is depth-checked once (by the
-parser) and a dict body by the walk; detection reads Mapping messages that are not dicts."""
+parser) and a dict body by the walk; detection reads Mapping messages that are not dicts; the
+default path reads no file after the first call."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections import OrderedDict
 from types import MappingProxyType
 
@@ -63,3 +65,19 @@ def test_detection_reads_mapping_messages():
     body = {"model": "m", "messages": [MappingProxyType({"role": "assistant", "content": [tool_use]})]}
     assert detect_api(body) == "messages"
     assert detect_api({"model": "m", "messages": [OrderedDict(role="assistant", content=[tool_use])]}) == "messages"
+
+
+def test_the_default_path_touches_no_file_after_the_first_call(monkeypatch):
+    """``prepare(body)`` as the README shows it (default vocabulary, caches) resolves nothing on
+    disk once the first call has loaded the vocabulary (issue 16, item 1)."""
+    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "hi"}]}
+    first = prepare(body).token_ids
+    calls: list[str] = []
+    for name in ("stat", "lstat", "readlink", "open", "listdir", "scandir"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    monkeypatch.setattr("builtins.open", lambda *a, **k: calls.append("open()") or pytest.fail("open() on the request path"))
+    for text in ("hi", "again", "and a third"):
+        prep = prepare({**body, "messages": [{"role": "user", "content": text}]})
+        assert prep.token_ids and prep.token_ids[:2] == first[:2]
+    assert calls == []
