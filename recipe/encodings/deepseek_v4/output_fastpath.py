@@ -126,10 +126,10 @@ class FastPaths:
         ``KeyError`` only for an id outside the vocabulary. A one-token push is served here when a
         shortcut applies, everything else by the general ``_push_ids``.
         """
-        if type(token_ids) is not list and type(token_ids) is not tuple:
+        kind = type(token_ids)
+        if kind is not tuple and kind is not list:
             token_ids = [int(t) for t in token_ids]
-        n = len(token_ids)
-        if n == 1:
+        if len(token_ids) == 1:
             # Fast paths for one whole-text token (``_pos`` is only read while reasoning, so
             # the non-reasoning paths below do not maintain it).
             text = self._fast_texts.get(token_ids[0])
