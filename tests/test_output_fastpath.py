@@ -104,6 +104,17 @@ def test_shortcuts_give_the_general_events_per_push(seed, k):
     assert _per_push(o, pieces, False, True) == _per_push(o, pieces, True, True)
 
 
+@pytest.mark.parametrize("blank", ["\u3000", "\x0b", "\xa0", " ", "\n"])
+def test_a_held_block_opener_counts_only_ascii_blanks(blank):
+    """After a held block opener the one-token shortcut takes only the blanks the hold itself
+    skips (space, tab, CR, LF); a Unicode space is text and decides the hold (found by the
+    property above: ``\u3000`` after ``<｜DSML｜tool_calls>``)."""
+    text = f'<｜DSML｜tool_calls>\n{blank}<｜DSML｜invoke name="f">\n</｜DSML｜invoke>\n</｜DSML｜invoke>\n'
+    for head, o in (("junk ", OPTION_SETS[0]), ("Thinking about it.</think>junk </think>", OPTION_SETS[1])):
+        chunks = split_ids(tok().encode_with_special_tokens(head + text), "one")
+        assert _per_push(o, chunks, False) == _per_push(o, chunks, True)
+
+
 def test_bulk_path_really_runs_and_matches():
     """A long all-at-once block goes through the bulk regex (few calls to the tag scanner)."""
     clean = [v for v in VALUES if "｜" not in v[1]]

@@ -212,7 +212,7 @@ class FastPaths:
         cannot decide anything (a blank after the opener, a piece of an exact tag without ``>``);
         False: the general path must look."""
         tail = self._htail  # the held text from its first non-blank on ("" while only blanks)
-        if not tail and text.isspace():
+        if not tail and not text.strip(" \t\r\n"):  # the hold's blanks: ASCII only (\u3000 is text)
             self._hparts.append(text)
             self._hpos += len(text)
             return True
