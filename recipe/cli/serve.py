@@ -67,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "calls, response_format), format response_format only, off nothing")
     p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    # SUPPRESS: a value given before the subcommand (the main parser's option) is kept
+    p.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS,
+                   help="the model's tokenizer.json (default: the embedded DeepSeek-V4 one; DeepSeek-V4.1 needs its own)")
     p.set_defaults(run=_run)
 
 
@@ -111,6 +114,7 @@ def build(ns: argparse.Namespace) -> Any:
     from recipe.serve.config import ServeConfig, Timeouts
     from recipe.serve.server import app
     from recipe.serve.tenants import Tenants
+    from recipe.tokenizer import TokenizerError
 
     options = DEFAULT_OPTIONS
     try:
@@ -126,8 +130,8 @@ def build(ns: argparse.Namespace) -> Any:
                              constrain=ns.constrain)
         tenants = Tenants.from_file(ns.api_keys) if ns.api_keys else None
         return app(engines=ns.engine or ["demo"], options=options, config=config, store=_store(ns.store or _default_store()),
-                   index=_index(ns.index), tenants=tenants)
-    except ValueError as exc:
+                   index=_index(ns.index), tenants=tenants, tokenizer=getattr(ns, "tokenizer", None))
+    except (ValueError, TokenizerError) as exc:
         raise _Bad(str(exc)) from None
 
 

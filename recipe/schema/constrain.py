@@ -28,7 +28,7 @@ from recipe.encodings.base import Encoding
 from recipe.encodings.table import get_encoding
 from recipe.schema.grammar_ir import to_lark, to_structural_tag
 from recipe.schema.turn import Args, OutputGrammar, turn_spec
-from recipe.tokenizer import Tokenizer
+from recipe.tokenizer import MissingSpecialTokenError, Tokenizer
 
 if TYPE_CHECKING:
     import numpy
@@ -190,13 +190,20 @@ class OutputMatcher:
     Raises:
         ImportError: llguidance is not installed (``pip install 'recipe[constrain]'``).
         ValueError: as :func:`output_grammar`; a grammar that does not compile.
+        MissingSpecialTokenError: the vocabulary is not the model family's (it lacks a special token
+            the family's template emits: DeepSeek-V4.1 with the embedded DeepSeek-V4 vocabulary), so
+            its ids and masks would not be the model's; the message says how to supply it.
     """
 
     __slots__ = ("_m", "_stops", "_ended", "grammar", "n_vocab", "_words")
 
     def __init__(self, prep: Any, args: Args = "auto", *, tokenizer: Tokenizer | None = None,
                  grammar: OutputGrammar | None = None) -> None:
-        tok = tokenizer or _default_tokenizer(get_encoding(prep.encoding))
+        enc = get_encoding(prep.encoding)
+        tok = tokenizer or _default_tokenizer(enc)
+        missing = enc.missing_special(tok)
+        if missing is not None:
+            raise MissingSpecialTokenError(missing, enc.name, enc.vocabulary_hint)
         self.grammar = grammar or output_grammar(prep, args, tokenizer=tok)
         self._m = _new_matcher(self.grammar, tok)
         self._stops = frozenset(self.grammar.stop_token_ids)
@@ -315,6 +322,7 @@ def check_output(prep: Any, token_ids: Sequence[int], args: Args = "auto", *, to
 
     Raises:
         ImportError: llguidance is not installed.
+        MissingSpecialTokenError: as :class:`OutputMatcher` (a vocabulary that is not the model's).
     """
     tok = tokenizer or _default_tokenizer(get_encoding(prep.encoding))
     m = OutputMatcher(prep, args, tokenizer=tok)

@@ -37,7 +37,7 @@ from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.tenants import Tenant, Tenants
 from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
-from recipe.tokenizer import load_tokenizer
+from recipe.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = ["app", "ServerState", "RecipeApp"]
 
@@ -51,16 +51,26 @@ class ServerState:
     """Everything the routes share: engines, options, store, tenants, metrics, in-flight count."""
 
     def __init__(self, pool: ReplicaPool, options: Options, config: ServeConfig, store: ConversationStore,
-                 tenants: Tenants, metrics: Metrics) -> None:
+                 tenants: Tenants, metrics: Metrics, tokenizer: Tokenizer | None = None) -> None:
         self.pool, self.options, self.config, self.store = pool, options, config, store
         self.tenants, self.metrics = tenants, metrics
         self.in_flight = 0
         self.count_options = replace(options, context_limit=1 << 62)
-        self.tokenizer = load_tokenizer()  # resolved once, not per request
+        self.tokenizer = tokenizer or load_tokenizer()  # resolved once, not per request
 
     def scoped(self, tenant: Tenant) -> ConversationStore:
         """The tenant's view of the conversation store."""
         return self.store if not tenant.name else ScopedStore(self.store, tenant.name)
+
+
+def _prompt_ids(prep: Any) -> list[int]:
+    """The prompt ids of a prepared request, or a 400 on ``model`` when the server's vocabulary is not
+    the model's (DeepSeek-V4.1 on the embedded DeepSeek-V4 vocabulary: start it with ``--tokenizer``),
+    as an unknown model is."""
+    if prep.ids is None:
+        raise ServeError("invalid_request", f"The model {prep.model} cannot be served with this server's vocabulary: "
+                         f"{prep.token_ids_note}", "model")
+    return prep.ids
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -147,7 +157,7 @@ class GenerationRoute:
                 prep = await asyncio.to_thread(prepare, raw, api, options=st.options, store=store, tokenizer=st.tokenizer)
             else:
                 prep = prepare(raw, api, options=st.options, store=store, tokenizer=st.tokenizer)
-            route = await st.pool.route(prep.token_ids, tenant.salt, prep.model)
+            route = await st.pool.route(_prompt_ids(prep), tenant.salt, prep.model)
             if route.index_failed:
                 m.index_errors.inc()
             replica = route.replica
@@ -234,9 +244,10 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         raw = await request.body()
         try:
             prep = await asyncio.to_thread(prepare, raw, "messages", options=st.count_options, tokenizer=st.tokenizer)
-        except RequestError as err:
+            ids = _prompt_ids(prep)
+        except (RequestError, ServeError) as err:
             return _error(request, "messages", err)
-        return JSONResponse({"input_tokens": len(prep.token_ids)})
+        return JSONResponse({"input_tokens": len(ids)})
 
     async def models(request: Request) -> Response:
         tenant = _tenant(request, st, "chat")
@@ -276,6 +287,7 @@ def app(
     index: Any = None,
     tenants: Tenants | None = None,
     engines: Sequence[Any] | None = None,
+    tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
 ) -> RecipeApp:
     """The server as an ASGI app (run it with uvicorn, or mount it in another app).
 
@@ -289,14 +301,20 @@ def app(
         store: the conversation store for ``previous_response_id`` (default: in memory).
         index: the prefix index for routing (default: in memory).
         tenants: API keys (default: open).
+        tokenizer: the vocabulary (a :class:`~recipe.tokenizer.Tokenizer` or a ``tokenizer.json`` path;
+            default: the embedded DeepSeek-V4 one). A model whose template emits special tokens it lacks
+            (DeepSeek-V4.1 on the default) is answered 400 on ``model``, naming the token.
 
     Raises:
         ValueError: a bad engine spec.
+        TokenizerError: an unreadable or invalid ``tokenizer`` file.
     """
     specs = list(engines) if engines else [engine]
     built: list[Engine] = [as_engine(e, config.timeouts) for e in specs]
     pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance)
-    st = ServerState(pool, options, config, store if store is not None else MemoryStore(), tenants or Tenants(), Metrics())
+    tok = tokenizer if isinstance(tokenizer, Tokenizer) or tokenizer is None else load_tokenizer(tokenizer)
+    st = ServerState(pool, options, config, store if store is not None else MemoryStore(), tenants or Tenants(), Metrics(),
+                     tok)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]

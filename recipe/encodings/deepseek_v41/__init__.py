@@ -5,17 +5,22 @@
   encoder semantics (``encoding_dsv41.py``) for training and evaluation pipelines.
 - the output parser is V4's (:mod:`recipe.encodings.deepseek_v4.output`): it reads both DSML
   spellings, as deepseek-recipe's does for either model.
+- ``grammar.grammar(spec, tokenizer)``: the output grammar (constrained decoding), V4's builder in
+  V4.1's spaced DSML spelling.
 
 Token ids: V4.1 emits ``<｜System｜>`` and an image token, which the embedded vocabulary
 (DeepSeek-V4's) lacks, and no V4.1 ``tokenizer.json`` ships with recipe. With the embedded
 vocabulary ``prepare`` gives the prompt and its segments but no ids (``prep.token_ids`` raises
 :class:`~recipe.tokenizer.MissingSpecialTokenError`); with the model's own vocabulary
-(``load_tokenizer(path)``, ``--tokenizer PATH``) the ids are exact.
+(``load_tokenizer(path)``, ``--tokenizer PATH``) the ids are exact. The output grammar's text
+(Lark, structural tag) is built with either vocabulary (its markers, ``｜DSML｜``, ``</think>`` and
+EOS, are tokens V4.1 shares with V4); a token-mask matcher (``OutputMatcher``, ``check_output``)
+needs V4.1's vocabulary and raises ``MissingSpecialTokenError`` without it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recipe.encodings.base import Encoding, RequestRules
 from recipe.encodings.deepseek_v4 import new_parser
@@ -24,7 +29,11 @@ from recipe.encodings.deepseek_v41.constants import IMAGE, SPECIAL_IDS, SYSTEM
 from recipe.encodings.deepseek_v41.render import RESUMABLE, render
 from recipe.tokenizer import load_tokenizer
 
-__all__ = ["ENCODING", "VOCABULARY_HINT", "encode_messages", "encode_messages_to_ids"]
+if TYPE_CHECKING:
+    from recipe.schema.turn import GrammarParts, TurnSpec
+    from recipe.tokenizer import Tokenizer
+
+__all__ = ["ENCODING", "VOCABULARY_HINT", "encode_messages", "encode_messages_to_ids", "grammar"]
 
 #: How to supply a V4.1 vocabulary (the end of the missing-special-token error).
 VOCABULARY_HINT = (
@@ -48,6 +57,13 @@ def encode_messages_to_ids(*args: Any, **kwargs: Any) -> list[int]:
     return run(*args, **kwargs)
 
 
+def grammar(spec: TurnSpec, tokenizer: Tokenizer) -> GrammarParts:
+    """The DSML grammar of a V4.1 assistant turn (spaced spelling); see :func:`.grammar.grammar`."""
+    from recipe.encodings.deepseek_v41.grammar import grammar as build
+
+    return build(spec, tokenizer)
+
+
 #: The DeepSeek-V4.1 family record (model table rows: V4.1-Flash, both spellings).
 ENCODING = Encoding(
     name="deepseek_v41",
@@ -59,6 +75,7 @@ ENCODING = Encoding(
     stop_tokens=(EOS,),
     models=("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash"),
     tokenizer=load_tokenizer,
+    grammar=grammar,
     request=RequestRules(
         system_in_place=True, image_token=IMAGE, deferred_tools=True, top_p="v41", apply_patch="v41", namespaces="v41",
         tool_search=True,
