@@ -91,12 +91,11 @@ from __future__ import annotations
 import bisect
 import codecs
 import itertools
-import random
 from collections.abc import Callable, Sequence
 
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.call_ids import IdStream, make_tool_call_id
-from recipe.encodings.deepseek_v4.constants import ASSISTANT, BOS, EOS, LATEST_REMINDER, THINK_END, USER
+from recipe.encodings.deepseek_v4.constants import THINK_END
 from recipe.encodings.deepseek_v4.output_block import ToolCallBlock
 from recipe.encodings.deepseek_v4.output_dsml import (
     CLOSE,
@@ -110,13 +109,10 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     is_tag_prefix,
     read_tag,
 )
-from recipe.encodings.deepseek_v4.output_fastpath import FastPaths, text_cache
+from recipe.encodings.deepseek_v4.output_fastpath import FastPaths
 from recipe.encodings.deepseek_v4.output_hold import Hold
-from recipe.encodings.deepseek_v4.output_recovery import (
-    SOFT_OPENERS,
-    Recovery,
-    RecoveryGrammar,
-)
+from recipe.encodings.deepseek_v4.output_recovery import Recovery
+from recipe.encodings.deepseek_v4.output_setup import ROLE_TOKENS, VOCABULARY_ROLE_TOKENS, LazyIds, parser_setup
 from recipe.encodings.deepseek_v4.output_state import (
     BLOCK,
     CONTENT,
@@ -135,13 +131,6 @@ from recipe.tokenizer import Tokenizer
 
 __all__ = ["OutputParser", "ROLE_TOKENS", "VOCABULARY_ROLE_TOKENS", "make_tool_call_id"]
 
-#: template tokens that open a turn or a prompt section: in the output they mean the model went on
-#: past its own turn. They are kept as text (note ``role_token``) and nothing after one is read as
-#: structure (no ``</think>`` switch, no tool call).
-ROLE_TOKENS = (USER, ASSISTANT, BOS, LATEST_REMINDER)
-#: role tokens of later family members, read as such only when the parser's vocabulary has them as
-#: special tokens: DeepSeek-V4.1's ``<｜System｜>`` (with a V4 vocabulary it is plain text).
-VOCABULARY_ROLE_TOKENS = ("<｜System｜>",)
 
 # former names, still read through this module by tests/test_output_fastpath.py
 _IdStream = IdStream
@@ -149,6 +138,7 @@ _SIMPLE_JSON = SIMPLE_JSON
 _is_json = is_json
 
 _INF = float("inf")
+_UTF8 = codecs.getincrementaldecoder("utf-8")
 _START_STATE = {
     None: CONTENT,
     "reasoning": REASONING,
@@ -183,41 +173,33 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         eos_token_ids: Sequence[int] = (1,),
     ) -> None:
         self._opts = options
-        if callable(tool_call_id):
-            self._new_id = tool_call_id
-        else:
-            self._new_id = IdStream(random.Random(tool_call_id))
+        self._new_id = tool_call_id if callable(tool_call_id) else LazyIds(tool_call_id)
         self._tb = tokenizer.encoding.decode_single_token_bytes
         self._decode_bytes = tokenizer.encoding.decode_bytes
-        self._dec = codecs.getincrementaldecoder("utf-8")("replace")
-        self._texts = text_cache(tokenizer)
-        self._eos = tuple(dict.fromkeys(eos_token_ids))
-        self._eos_set = frozenset(self._eos)
-        eos_text = [s for s in (tokenizer.special_name(t) for t in self._eos) if s] or [EOS]
-        self._eos_text = frozenset(eos_text)
-        specials = tokenizer.special_tokens
-        roles = [r for r in (*ROLE_TOKENS, *(v for v in VOCABULARY_ROLE_TOKENS if v in specials))
-                 if r not in self._eos_text]
-        self._roles = frozenset(roles)
-        self._frozen = False  # a role token was read: no structure after it
-        self._m_reason = MarkerMatcher([THINK_END, *eos_text, *roles])
-        self._m_lit = MarkerMatcher([THINK_END, *eos_text, *roles])  # what literal content still reads
+        self._dec = _UTF8("replace")
         self._declared = frozenset(options.tool_names)
+        setup = parser_setup(tokenizer, eos_token_ids, options.parse_tool_calls, bool(options.parse_tool_calls and self._declared))
+        self._texts = setup.texts
+        self._eos = setup.eos
+        self._eos_set = setup.eos_set
+        self._eos_text = setup.eos_text
+        self._roles = setup.roles
+        self._frozen = False  # a role token was read: no structure after it
+        self._m_reason = setup.m_reason
+        self._m_lit = setup.m_lit  # what literal content still reads
         self._tool_args = options.tool_arguments
         self._strict_req = {n: a.required for n, a in options.tool_arguments.items() if a.required}
         # corrupted-spelling recovery: only when tools are declared (only declared tools are accepted)
-        self._rec = RecoveryGrammar(eos_text) if options.parse_tool_calls and self._declared else None
-        self._m_content = MarkerMatcher([
-            THINK_END, *eos_text, *roles, *((OPEN, CLOSE) if options.parse_tool_calls else ()),
-            *(SOFT_OPENERS if self._rec is not None else ())])
-        self._m_dsml = MarkerMatcher([OPEN, CLOSE, *eos_text])
+        self._rec = setup.rec
+        self._m_content = setup.m_content
+        self._m_dsml = setup.m_dsml
         self._stops = StopMatcher(options.stop_sequences) if options.stop_sequences else None
         self._json = JsonObjectFilter() if options.parse_json_output else None
         self._plain = self._stops is None and self._json is None  # content goes out unchanged
         self._resume = ""  # the text a handler returning SWITCH asks the driver to continue on …
         self._resume_at = 0  # … from this index
         self._init_recovery()  # the recover state's fields (output_recovery)
-        self._init_hold()  # the hold state's fields (output_hold)
+        self._init_hold(setup.m_hold)  # the hold state's fields (output_hold)
 
         stage = options.thinking_stage
         self._state = _START_STATE.get(stage, CONTENT)
@@ -234,7 +216,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         self._after_block = False
         self._hold = ""  # raw text held (possible marker / unfinished tag)
         self._hold_tag = False  # the hold is a DSML tag opening waiting for its ">"
-        self._init_fast()  # shortcuts on or off, for these markers (output_fastpath)
+        self._init_fast(setup)  # shortcuts on or off, for these markers (output_fastpath)
         self._hold_pos = 0
         self._pos = 0  # chars decoded so far
         self._out: list[OutputEvent] = []

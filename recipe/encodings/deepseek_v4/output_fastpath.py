@@ -112,11 +112,12 @@ class FastPaths:
     ``_re_lex`` (the bulk regexes, None when off); reads and writes the parser's state.
     """
 
-    def _init_fast(self) -> None:
-        """Switch the shortcuts on when every marker spelling starts with ``<`` (after the matchers)."""
-        self._fast_ok = all(m[0] == "<" for m in self._m_dsml.markers + self._m_content.markers)
+    def _init_fast(self, setup: object) -> None:
+        """Switch the shortcuts on when every marker spelling starts with ``<`` (decided once per
+        vocabulary and end ids: :func:`.output_setup.parser_setup`)."""
+        self._fast_ok = setup.fast_ok  # type: ignore[attr-defined]
         self._fast_texts = self._texts if self._fast_ok else _NO_TEXTS
-        self._re_run, self._re_lex = bulk_patterns(tuple(sorted(self._eos_text))) if self._fast_ok else (None, None)
+        self._re_run, self._re_lex = setup.re_run, setup.re_lex  # type: ignore[attr-defined]
 
     def push(self, token_ids: Sequence[int]) -> list[OutputEvent]:
         """Feed completion token ids (any number). Returns the events they complete.

@@ -71,7 +71,8 @@ class Hold:
     ``_declared``, ``_strict_req``, ``_eos_text``, ``_rec``.
     """
 
-    def _init_hold(self) -> None:
+    def _init_hold(self, matcher: MarkerMatcher) -> None:
+        """No hold; ``matcher`` finds DSML openers, closers and EOS spellings (shared, immutable)."""
         self._hparts: list[str] = []
         self._htail = ""
         self._hsrc: str | None = None
@@ -85,7 +86,7 @@ class Hold:
         self._hnames: set[str] = set()
         #: (text, tag indexes): tags of a text read again after go that must not be held again
         self._approved: tuple[str, list[int]] | None = None
-        self._m_hold = MarkerMatcher([OPEN, CLOSE, *self._eos_text])
+        self._m_hold = matcher
 
     def _needs_hold(self, name: str) -> bool:
         """An invoke of ``name`` is held: the tool is undeclared, or strict with required parameters."""
