@@ -33,7 +33,7 @@ def test_first_frame_at_once_then_a_burst_is_one_write():
             await w.write(b"%d," % i)
 
     sent = _run(0.05, script)
-    assert [b for _, b in sent] == [b"0,", b"1,2,3,4,5,6,7,8,9,", b""]  # the rest at close, joined
+    assert [b for _, b in sent] == [b"0,", b"1,2,3,4,5,6,7,8,9,"]  # the rest at close, joined, with the end
 
 
 def test_a_paused_stream_gets_its_held_frames_within_two_windows():
@@ -66,3 +66,29 @@ def test_window_zero_sends_every_frame():
             await w.write(b"%d" % i)
 
     assert [b for _, b in _run(0.0, script)] == [b"0", b"1", b"2", b"3", b"4", b""]
+
+
+def test_close_sends_what_is_held_and_the_last_frame_with_the_end_in_one_message():
+    messages = []
+
+    async def send(message):
+        messages.append((message["body"], message["more_body"]))
+
+    async def main():
+        w = FrameWriter(send, 0.05)
+        await w.write(b"a")  # at once
+        await w.write(b"b")  # held
+        await w.close(b"c")
+
+    asyncio.run(main())
+    assert messages == [(b"a", True), (b"bc", False)]
+
+    messages.clear()
+
+    async def not_ended():
+        w = FrameWriter(send, 0.05)
+        await w.write(b"a")
+        await w.close(b"b", end=False)  # sent, the body left open
+
+    asyncio.run(not_ended())
+    assert messages == [(b"a", True), (b"b", True)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -96,12 +97,48 @@ async def json_response(send: Send, status: int, body: Any, headers: list[tuple[
 
 
 async def _aclose(it: AsyncIterator[EngineDelta]) -> None:
+    """Close an engine stream (which aborts its request), shielded from cancellation; never raises.
+
+    A stream that already ended costs nothing. The close is run inline first: most end without
+    waiting (an async generator's ``finally`` that does not await), and then no task is made; one
+    that waits is finished in a shielded task, as ``await asyncio.shield(it.aclose())`` would.
+    """
+    if getattr(it, "ag_frame", True) is None:  # an async generator that has ended or was closed
+        return
     close = getattr(it, "aclose", None)
-    if close is not None:
+    if close is None:
+        return
+    try:
+        step = close().__await__()
+        fut = step.send(None)
+    except (Exception, asyncio.CancelledError):  # StopIteration: closed; an engine's cleanup must not mask the outcome
+        return
+    try:
+        await asyncio.shield(_resume(step, fut))
+    except (Exception, asyncio.CancelledError):
+        pass
+
+
+async def _resume(step: Any, fut: Any) -> None:
+    """Finish driving ``step`` (a started ``__await__`` iterator, now waiting on ``fut``)."""
+    await _drive(step, fut)
+
+
+@types.coroutine
+def _drive(step: Any, fut: Any) -> Any:
+    while True:  # what ``await`` does for a task: pass the awaited future up, resume on its outcome
         try:
-            await asyncio.shield(close())
-        except (Exception, asyncio.CancelledError):  # an engine's cleanup must not mask the outcome
-            pass
+            yield fut
+        except BaseException as exc:  # noqa: BLE001 — thrown in by the task (cancellation): pass it down
+            try:
+                fut = step.throw(exc)
+            except StopIteration:
+                return
+            continue
+        try:
+            fut = step.send(None)
+        except StopIteration:
+            return
 
 
 class _Usage:
@@ -265,22 +302,23 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                     await _save(job, rstate.final)
             elif rstate is not None:
                 rstate.see(out)
-            data = cs.sse(out) if out or cs.finished else b""
-            if data:
-                if writer.hold(data):
+            if cs.finished:
+                await writer.close(cs.sse(out))  # the last frame and the end of the body: one write
+                if first_byte:
+                    m.child(m.ttft, api).observe(time.perf_counter() - job.started)
+                break
+            if out:
+                if writer.hold(cs.sse(out)):
                     await writer.flush()
                 if first_byte:
                     first_byte = False
                     m.child(m.ttft, api).observe(time.perf_counter() - job.started)
-            if cs.finished:
-                break
-            out = []
+                out = []
             try:
                 d = await it.__anext__()
             except StopAsyncIteration:
                 raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
             guard.touch()
-        await writer.close()
         _count(job, usage)
     except asyncio.CancelledError:
         if not guard.absorb():
@@ -306,8 +344,7 @@ async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeErro
     job.metrics.child(job.metrics.errors, job.api, err.kind).inc()
     data = stream_error(job.api, err, rstate.state() if rstate is not None else None)
     try:
-        await writer.write(data)
-        await writer.close()
+        await writer.close(data)
     except OSError:  # the client left meanwhile
         writer.abandon()
 

@@ -5,7 +5,8 @@ sent at once too when the previous write is at least ``window`` seconds old — 
 decoding engine, whose deltas come tens of milliseconds apart. Only frames arriving faster than
 that (bursts, a batched engine, a busy server) are held, and joined into one write — one ASGI
 message, one HTTP chunk, one system call instead of many — sent with the first frame after the
-window, or by a timer after two windows if the stream pauses.
+window, or by a timer after two windows if the stream pauses. The stream's last frame and the end of
+the body go out together (:meth:`FrameWriter.close`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 class FrameWriter:
     """Writes SSE bytes through an ASGI ``send``, coalescing within ``window`` seconds (0: never).
 
-    Call :meth:`write` for each piece and :meth:`close` once at the end (it flushes what is held
-    and ends the body unless told not to). Order is always preserved.
+    Call :meth:`write` for each piece and :meth:`close` once at the end, with the last piece (it
+    sends what is held with it and ends the body, in one message, unless told not to end). Order
+    is always preserved.
     """
 
     __slots__ = ("_send", "_window", "_loop", "_buf", "_last", "_timer", "_task", "_busy", "wrote")
@@ -84,18 +86,28 @@ class FrameWriter:
         finally:
             self._busy = False
 
-    async def close(self, end: bool = True) -> None:
-        """Flush what is held (after a flush in progress) and, with ``end``, end the response body."""
+    async def close(self, last: bytes = b"", end: bool = True) -> None:
+        """Send what is held and ``last`` (after a flush in progress) and, with ``end``, end the
+        response body. With ``end`` the data and the end go out as one message: one HTTP chunk and
+        the body's terminator in a single write."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         task, self._task = self._task, None
         if task is not None and not task.done():
             await task
-        if self._buf:
-            await self._flush()
-        if end:
-            await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+        if last:
+            self._buf.append(last)
+        if not end:
+            if self._buf:
+                await self._flush()
+            return
+        buf = self._buf
+        data = (buf[0] if len(buf) == 1 else b"".join(buf)) if buf else b""
+        buf.clear()
+        if data:
+            self.wrote = True
+        await self._send({"type": "http.response.body", "body": data, "more_body": False})
 
     def abandon(self) -> None:
         """Drop what is held (the client is gone)."""
