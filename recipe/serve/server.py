@@ -131,7 +131,6 @@ class GenerationRoute:
             if counted:
                 counted = False
                 st.in_flight -= 1
-                m.in_flight.dec()
 
         async def send_last_releases(message: dict[str, Any]) -> None:
             # the slot is free once the response's last byte is handed over: a client that read the
@@ -150,7 +149,6 @@ class GenerationRoute:
                 raise ServeError("overloaded", f"The server is overloaded: {limit} requests in flight. Retry later.")
             st.in_flight += 1
             counted = True
-            m.in_flight.inc()
             raw = await _read_body(receive, st.options.max_body_bytes, _header(scope, b"content-length"))
             store = st.scoped(tenant)
             if len(raw) > st.config.prepare_inline_bytes or (api == "responses" and b"previous_response_id" in raw):
@@ -315,6 +313,7 @@ def app(
     tok = tokenizer if isinstance(tokenizer, Tokenizer) or tokenizer is None else load_tokenizer(tokenizer)
     st = ServerState(pool, options, config, store if store is not None else MemoryStore(), tenants or Tenants(), Metrics(),
                      tok)
+    st.metrics.in_flight.set_function(lambda: st.in_flight)  # read when scraped: no per-request update
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]

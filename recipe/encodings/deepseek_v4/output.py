@@ -139,6 +139,7 @@ _is_json = is_json
 
 _INF = float("inf")
 _UTF8 = codecs.getincrementaldecoder("utf-8")
+_NO_STATE = (b"", 0)  # an incremental UTF-8 decoder holding nothing
 _START_STATE = {
     None: CONTENT,
     "reasoning": REASONING,
@@ -336,9 +337,19 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             ids = token_ids[:cut] if cut < n else token_ids
             self._completion += cut + (cut < n)
             if ids:
-                dstate = self._dec.getstate()
-                text = self._dec.decode(self._decode_bytes(list(ids)))
-                self._sync_fast()
+                raw = self._decode_bytes(ids if type(ids) is list else list(ids))
+                dec = self._dec
+                text = None
+                if not dec.buffer:  # whole characters so far: a strict decode is the same text
+                    dstate = _NO_STATE
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        pass
+                if text is None:
+                    dstate = dec.getstate()
+                    text = dec.decode(raw)
+                    self._sync_fast()
                 if self._state == REASONING:
                     pos0 = self._pos
                     if text:
