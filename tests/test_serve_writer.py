@@ -92,3 +92,25 @@ def test_close_sends_what_is_held_and_the_last_frame_with_the_end_in_one_message
 
     asyncio.run(not_ended())
     assert messages == [(b"a", True), (b"b", True)]
+
+
+def test_a_busy_loop_widens_the_window_and_keeps_every_byte_in_order():
+    bodies = []
+
+    async def send(message):
+        bodies.append(message["body"])
+
+    async def main():
+        w = FrameWriter(send, 0.005)
+        for i in range(40):
+            await w.write(b"%d," % i)
+            time.sleep(0.008)  # a CPU-bound server: the loop is late, frames come 8 ms apart (> the window)
+            await asyncio.sleep(0)  # the loop turns: the lag probe fires, late
+        await w.close()
+
+    asyncio.run(main())
+    frames = [b for b in bodies if b]
+    assert b"".join(frames) == b"".join(b"%d," % i for i in range(40))
+    # a fixed 5 ms window would send all 40 on their own; twice the ~8 ms lag joins frames
+    assert len(frames) <= 30
+    assert frames[0] == b"0,"  # the first frame is never held
