@@ -109,9 +109,11 @@ class FrameWriter:
         if not window:
             return True
         lag = self._lag
-        lag.poke()
-        if lag.value * 2 > window:  # a busy loop: wider (module docstring)
-            window = min(lag.value * 2, window * MAX_WIDEN)
+        if not lag._armed:
+            lag.poke()
+        wide = lag.value * 2
+        if wide > window:  # a busy loop: wider (module docstring)
+            window = wide if wide < window * MAX_WIDEN else window * MAX_WIDEN
         self._cur = window
         if self._loop.time() - self._last >= window:
             return True
