@@ -11,6 +11,7 @@ The small public surface::
     recipe.encode_messages(msgs, "thinking")  # DeepSeek's reference encoder semantics
     recipe.output_grammar(prep).lark        # the turn's grammar for a constraining engine
     recipe.OutputMatcher(prep).mask()       # ... or a token mask on recipe's vocabulary (llguidance)
+    recipe.apply_chat_template(msgs, template="R1-0528")  # any DeepSeek template revision
 
 Each name is imported from its package on first use (PEP 562), so ``import recipe`` stays cheap and
 a process loads only the parts it touches. Packages, top to bottom (docs/architecture.md):
@@ -50,6 +51,9 @@ _EXPORTS = {
     "OutputMatcher": "recipe.schema.constrain",
     "OutputCheck": "recipe.schema.constrain",
     "check_output": "recipe.schema.constrain",
+    "apply_chat_template": "recipe.encodings.chat_template",
+    "ChatTemplateError": "recipe.encodings.chat_template",
+    "load_v3_tokenizer": "recipe.tokenizer",
 }
 
 __all__ = list(_EXPORTS)
@@ -59,6 +63,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name loads on 
     from recipe.api.prepared import PreparedRequest
     from recipe.conversation import Conversation
     from recipe.encodings.base import Encoding
+    from recipe.encodings.chat_template import ChatTemplateError, apply_chat_template
     from recipe.encodings.deepseek_v4.reference import encode_messages, encode_messages_to_ids
     from recipe.encodings.table import get_encoding
     from recipe.errors import RequestError
@@ -68,7 +73,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time each name loads on 
     from recipe.prompt import Prompt, SegmentCache
     from recipe.schema.constrain import OutputCheck, OutputMatcher, check_output, output_grammar
     from recipe.schema.turn import OutputGrammar
-    from recipe.tokenizer import IncrementalDecoder, Tokenizer, load_tokenizer
+    from recipe.tokenizer import IncrementalDecoder, Tokenizer, load_tokenizer, load_v3_tokenizer
 
 
 def __getattr__(name: str) -> Any:
