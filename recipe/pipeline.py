@@ -126,9 +126,10 @@ def prepare(
         body: the request (dict, JSON text or bytes).
         api: ``chat`` | ``responses`` | ``messages``, or ``auto`` to detect it.
         options: conversion options (model table and aliases, thinking default, limits).
-        tokenizer: vocabulary (default: the embedded DeepSeek-V4 one). When it lacks a special token
-            the model's template emits (DeepSeek-V4.1 with the embedded vocabulary), the result has
-            the prompt but no ids: ``token_ids`` raises ``MissingSpecialTokenError``.
+        tokenizer: vocabulary (default: the model family's own, e.g. the embedded DeepSeek-V4 one).
+            When it lacks a special token the model's template emits (DeepSeek-V4.1 with the
+            embedded vocabulary), the result has the prompt but no ids: ``token_ids`` raises
+            ``MissingSpecialTokenError``.
         cache: segment cache for repeated history text; ``None`` disables it.
         store: a conversation store: a Responses request with ``previous_response_id`` is expanded
             to its full history first (without a store the field is ignored, as deepseek-recipe does).
@@ -185,6 +186,8 @@ def prepare(
     if ids is None:  # a vocabulary that is not the family's: the prompt without ids
         prompt = family.render(conversation)
     parsing = parsing_options(conversation)
+    if family.parsing is not None:
+        parsing = family.parsing(conversation, parsing)
     constraint = output_constraint(conversation)
     if constraint is not None and family.grammar is not None:
         constraint = replace(constraint, build_grammar=functools.partial(_grammar, family, conversation, parsing, tok))

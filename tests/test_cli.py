@@ -60,7 +60,9 @@ def test_unknown_model_names_supported_ones(tmp_path, capsys):
     f.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}))
     code, out, _ = run(["render", str(f), "--json"], capsys)
     assert code == 1
-    assert json.loads(out)["error"]["message"].startswith("The supported API model names are DeepSeek-V4-Flash, ")
+    message = json.loads(out)["error"]["message"]
+    assert message.startswith("The supported API model names are DeepSeek-R1, ")  # every table row, byte order
+    assert "DeepSeek-V4-Flash, " in message and message.endswith(", but you passed gpt-4o.")
 
 
 @pytest.mark.parametrize(

@@ -180,6 +180,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     Raises:
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
     """
+    encoding = common.check_model(req.model, options)
     rules = common.family_rules(req.model, options)
     if options.developer_role == "reject":
         for i, m in enumerate(req.messages):
@@ -191,7 +192,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
                 )
     if not req.messages:
         raise RequestError("Empty input messages", param="messages")
-    thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options)
+    thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options, encoding)
 
     messages = _convert_and_pair(list(req.messages), rules)
     last = len(req.messages) - 1

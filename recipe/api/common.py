@@ -32,7 +32,7 @@ from recipe.conversation import (
     ToolDefinition,
 )
 from recipe.encodings.base import RequestRules
-from recipe.encodings.table import get_encoding
+from recipe.encodings.table import ENCODINGS, get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact
 from recipe.options import DEFAULT_OPTIONS, Options
@@ -159,13 +159,22 @@ def family_rules(model: str, options: Options) -> RequestRules:
     return get_encoding(check_model(model, options)).request
 
 
-def resolve_thinking(thinking_type: str | None, effort: str | None, options: Options) -> tuple[bool, ReasoningEffort | None]:
+def resolve_thinking(
+    thinking_type: str | None, effort: str | None, options: Options, encoding: str | None = None
+) -> tuple[bool, ReasoningEffort | None]:
     """(thinking on?, effective effort) from the API's thinking switch and effort level (§1.6).
 
     An explicit ``thinking.type`` wins (``enabled``/``adaptive`` on, ``disabled`` off); else effort
     ``none`` turns thinking off and any other effort turns it on; else ``options.default_thinking``.
-    Thinking without an effort means ``high``.
+    Thinking without an effort means ``high``. A family without a switch decides alone
+    (:attr:`Encoding.thinking <recipe.encodings.base.Encoding.thinking>` of ``encoding``):
+    ``never`` is off (DeepSeek-V3), ``always`` is on (DeepSeek-R1), whatever the request says.
     """
+    family = ENCODINGS.get(encoding) if encoding is not None else None
+    if family is not None and family.thinking == "never":
+        return False, None
+    if family is not None and family.thinking == "always":
+        return True, EFFORT_LEVELS.get(effort or "high") or "high"
     if thinking_type is not None:
         on = thinking_type != "disabled"
     elif effort is not None:

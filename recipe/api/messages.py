@@ -430,6 +430,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
             field path in ``param`` (stage ``parse`` only for a dict body whose tool_use ``input``
             cannot be printed as JSON, e.g. a Python set).
     """
+    encoding = common.check_model(req.model, options)
     rules = common.family_rules(req.model, options)
     _check_thread(req, options)
     _check_parity_rejections(req, options)
@@ -443,6 +444,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         req.thinking.type if req.thinking else None,
         req.output_config.effort if req.output_config else None,
         options,
+        encoding,
     )
     body = _Walker(tool_names, rules).walk(req.messages)
     body = _with_reasoning(body, thinking, bool(tools_in), options)

@@ -449,9 +449,10 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     Raises:
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
     """
+    encoding = common.check_model(req.model, options)
     rules = common.family_rules(req.model, options)
     effort_level = req.reasoning.effort if req.reasoning else None
-    thinking, effort = common.resolve_thinking(None, effort_level, options)
+    thinking, effort = common.resolve_thinking(None, effort_level, options, encoding)
     tool_list = req.tools or ()
     _check_tools(tool_list, options)
     if rules.tool_search and isinstance(req.input, list):  # the tools searches found, checked with the request's

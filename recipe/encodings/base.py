@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from recipe.conversation import Conversation, ParsingOptions
@@ -167,6 +167,12 @@ class Encoding:
             vocabulary is the family's own.
         vocabulary_hint: how to supply the family's vocabulary, for that error ("" when the
             default vocabulary is the family's own).
+        thinking: ``switch`` (the request turns thinking on or off), ``always`` (the format always
+            reasons, e.g. DeepSeek-R1) or ``never`` (no reasoning, e.g. DeepSeek-V3); the API
+            adapters resolve a request's thinking with it.
+        parsing: ``(conversation, default parsing options) -> parsing options`` when the family's
+            prompt decides where the output starts differently from the API default (e.g. V3.1 has
+            no thinking after tool results); None keeps the default.
     """
 
     name: str
@@ -183,6 +189,8 @@ class Encoding:
     request: RequestRules = RequestRules()
     required_specials: tuple[str, ...] = ()
     vocabulary_hint: str = ""
+    thinking: Literal["switch", "always", "never"] = "switch"
+    parsing: Callable[[Conversation, ParsingOptions], ParsingOptions] | None = None
 
     def stop_ids(self, tokenizer: Tokenizer | None = None) -> tuple[int, ...]:
         """Ids of :attr:`stop_tokens` in ``tokenizer`` (default: the family's vocabulary); a stop
@@ -199,6 +207,6 @@ class Encoding:
         return f"Encoding({self.name!r})"
 
     def describe(self) -> dict[str, Any]:
-        """A JSON-ready summary: name, models, special tokens, stop tokens."""
+        """A JSON-ready summary: name, models, special tokens, stop tokens, thinking."""
         return {"name": self.name, "models": list(self.models), "special_tokens": dict(self.special_tokens),
-                "stop_tokens": list(self.stop_tokens)}
+                "stop_tokens": list(self.stop_tokens), "thinking": self.thinking}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from recipe.encodings import deepseek_v4, deepseek_v41
+from recipe.encodings import deepseek_r1, deepseek_v3, deepseek_v3_1, deepseek_v3_2, deepseek_v4, deepseek_v41
 from recipe.encodings.base import Encoding
 
 __all__ = ["ENCODINGS", "MODELS", "get_encoding"]
@@ -19,6 +19,10 @@ __all__ = ["ENCODINGS", "MODELS", "get_encoding"]
 ENCODINGS: Mapping[str, Encoding] = MappingProxyType({
     deepseek_v4.ENCODING.name: deepseek_v4.ENCODING,
     deepseek_v41.ENCODING.name: deepseek_v41.ENCODING,
+    deepseek_v3_2.ENCODING.name: deepseek_v3_2.ENCODING,
+    deepseek_v3_1.ENCODING.name: deepseek_v3_1.ENCODING,
+    deepseek_r1.ENCODING.name: deepseek_r1.ENCODING,
+    deepseek_v3.ENCODING.name: deepseek_v3.ENCODING,
 })
 
 #: API model name -> encoding name, from every record's ``models`` (matched exactly).

@@ -179,7 +179,8 @@ def _drop_thinking(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, last_user: int) -> None:
+def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, last_user: int,
+             require_reasoning: bool = True) -> None:
     if not 0 <= index < len(messages):
         raise ChatTemplateError(
             f"message index {index} out of range for {len(messages)} messages (the reference fails here: in thinking "
@@ -228,7 +229,7 @@ def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, 
         calls = msg.get("tool_calls")
         reasoning = msg.get("reasoning_content")
         if thinking and index > last_user:
-            if not (reasoning or calls):
+            if require_reasoning and not (reasoning or calls):
                 raise ChatTemplateError(
                     f"thinking mode: assistant message {index} after the last user message has neither "
                     "reasoning_content nor tool_calls")
@@ -250,6 +251,7 @@ def render_messages(
     add_default_bos_token: bool = True,
     *,
     continue_final_message: bool = False,
+    require_reasoning: bool = True,
 ) -> Prompt:
     """The V3.2 reference prompt as segments (template specials vs. plain text).
 
@@ -263,6 +265,9 @@ def render_messages(
         add_default_bos_token: start with BOS (only without ``context``).
         continue_final_message: beyond the reference: cut the prompt right after the last message's
             content (transformers' ``continue_final_message``), e.g. to continue an assistant turn.
+        require_reasoning: beyond the reference: ``False`` renders empty reasoning for an assistant
+            turn after the last user message without reasoning or calls (thinking mode) instead of
+            raising.
 
     Returns:
         A :class:`~recipe.prompt.Prompt` whose ``text`` equals the reference ``encode_messages``;
@@ -290,7 +295,7 @@ def render_messages(
     last_user = _last_user(full)
     for idx in range(len(context), len(context) + len(messages)):
         out.mark(idx)
-        _message(out, idx, full, thinking, last_user)
+        _message(out, idx, full, thinking, last_user, require_reasoning)
     return out.finish(messages, continue_final_message, len(context))
 
 

@@ -101,12 +101,15 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     CLOSE,
     OPEN,
     SIMPLE_JSON,
+    SPELLINGS,
+    Spelling,
     T_INVOKE,
     T_OPEN_BLOCK,
     T_OTHER,
     classify,
     is_json,
     is_tag_prefix,
+    dialect,
     read_tag,
 )
 from recipe.encodings.deepseek_v4.output_fastpath import FastPaths
@@ -158,6 +161,9 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             deepseek-recipe-shaped ids, or None for fresh random ids.
         eos_token_ids: ids that end the output (EOS and any stop-token ids); they are counted as
             completion tokens but never decoded. Their spellings in text also end the output.
+        spellings: the DSML tag spellings read as markup (default :data:`~.output_dsml.SPELLINGS`,
+            DeepSeek-V4's); DeepSeek-V3.2's dialect names its block ``function_calls`` (its
+            ``｜DSML｜`` is ordinary text: the parser reads text either way).
 
     Feed :meth:`push` (token ids) or :meth:`push_text` (decoded text) in any chunking, then call
     :meth:`finish`. Every call returns the new events. After the output has ended (finish, EOS,
@@ -172,8 +178,10 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         *,
         tool_call_id: Callable[[int], str] | int | str | None = None,
         eos_token_ids: Sequence[int] = (1,),
+        spellings: tuple[Spelling, ...] = SPELLINGS,
     ) -> None:
         self._opts = options
+        self._dsml = dialect(spellings)  # its lookup tables (raises ValueError on a foreign prefix)
         self._new_id = tool_call_id if callable(tool_call_id) else LazyIds(tool_call_id)
         self._tb = tokenizer.encoding.decode_single_token_bytes
         self._decode_bytes = tokenizer.encoding.decode_bytes
@@ -545,7 +553,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
                 if k == -1:
                     self._held(s, j, base, True)
                     return None
-                kind, name, _ = classify(s[j:k]) if k >= 0 else (T_OTHER, "", False)
+                kind, name, _ = classify(s[j:k], self._dsml) if k >= 0 else (T_OTHER, "", False)
                 if self._rec is not None:
                     if self._rec_skipped(s, j):  # recovery gave up on this candidate: text
                         kind = T_OTHER
@@ -710,7 +718,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
                 if self._hold_tag:
                     self._note("stray_dsml")  # an unfinished DSML tag at the end: text
                 self._emit_content(hold)
-            elif (st == INVOKE or st == VALUE or (st == BLOCK and self._blk_calls)) and is_tag_prefix(hold):
+            elif (st == INVOKE or st == VALUE or (st == BLOCK and self._blk_calls)) and is_tag_prefix(hold, self._dsml):
                 self._note("partial_markup")  # an unfinished tag of a tool block: markup, dropped
             else:
                 self._text_in_state(hold)

@@ -132,7 +132,7 @@ class ToolCallBlock:
             if k == -1:
                 self._held(s, j, base, True)
                 return None
-            kind, name, is_str = classify(s[j:k]) if k >= 0 else (T_OTHER, "", False)
+            kind, name, is_str = classify(s[j:k], self._dsml) if k >= 0 else (T_OTHER, "", False)
             if kind == T_OTHER and self._state == BLOCK and self._rec is not None:
                 if k >= 0 and block_closer(self._rec, s[j:k]) == k - j:
                     # a corrupted spelling of the block closer (e.g. ``calls`` without V4.1's space): it closes the block

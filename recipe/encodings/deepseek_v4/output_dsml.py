@@ -52,6 +52,9 @@ __all__ = [
     "T_OTHER",
     "T_PARAM",
     "classify",
+    "dialect",
+    "Dialect",
+    "V4_DIALECT",
     "is_json",
     "is_tag_prefix",
     "key_json",
@@ -94,41 +97,84 @@ TAG_MAX = 512
 
 # tag kinds
 T_OPEN_BLOCK, T_CLOSE_BLOCK, T_INVOKE, T_CLOSE_INVOKE, T_PARAM, T_CLOSE_PARAM, T_OTHER = range(7)
-_FIXED_TAGS = {
-    tag: kind
-    for sp in SPELLINGS
-    for tag, kind in (
-        (f"{OPEN}{sp.block}>", T_OPEN_BLOCK),
-        (f"{CLOSE}{sp.block}>", T_CLOSE_BLOCK),
-        (f"{CLOSE}{sp.invoke}>", T_CLOSE_INVOKE),
-        (f"{CLOSE}{sp.parameter}>", T_CLOSE_PARAM),
-    )
-}
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """The lookup tables of one set of spellings (a dialect, from :func:`dialect`): fixed tag texts
+    -> kind, the invoke / parameter opener regexes, the classification memo, the fixed tags and
+    named-tag heads (for :func:`is_tag_prefix`), blanks then a block closer (``block_end``), and the
+    spellings themselves."""
+
+    fixed: dict[str, int]
+    invoke_re: re.Pattern[str]
+    param_re: re.Pattern[str]
+    memo: dict[str, tuple[int, str, bool | None]]
+    tag_texts: tuple[str, ...]
+    named_heads: tuple[str, ...]
+    block_end: re.Pattern[str]
+    spellings: tuple[Spelling, ...] = ()
+
+
 _ATTR = '"[^"<>\\n]*"'
 _NAMES = '[^"<>\\n]+'
-_INVOKE_RE = re.compile(
-    "|".join(f'{re.escape(OPEN + sp.invoke)} name="({_NAMES})"(?: [A-Za-z_]+={_ATTR})*>' for sp in SPELLINGS))
-#: ``string`` is optional: a parameter written without it has its kind inferred (``is_string`` None)
-_PARAM_RE = re.compile(
-    "|".join(f'{re.escape(OPEN + sp.parameter)} name="({_NAMES})"(?: string="([^"<>\\n]*)")?>' for sp in SPELLINGS))
+_DIALECTS: dict[tuple[Spelling, ...], Dialect] = {}
+
+
+def dialect(spellings: tuple[Spelling, ...] = SPELLINGS) -> Dialect:
+    """The tables of a set of spellings (cached): every spelling must use :data:`OPEN` as prefix.
+
+    Raises:
+        ValueError: a spelling with another prefix (the content scanner looks for :data:`OPEN`).
+    """
+    hit = _DIALECTS.get(spellings)
+    if hit is not None:
+        return hit
+    if not spellings or any(sp.prefix != OPEN for sp in spellings):
+        raise ValueError(f"DSML spellings must all start with {OPEN!r}")
+    fixed = {
+        tag: kind
+        for sp in spellings
+        for tag, kind in (
+            (f"{OPEN}{sp.block}>", T_OPEN_BLOCK),
+            (f"{CLOSE}{sp.block}>", T_CLOSE_BLOCK),
+            (f"{CLOSE}{sp.invoke}>", T_CLOSE_INVOKE),
+            (f"{CLOSE}{sp.parameter}>", T_CLOSE_PARAM),
+        )
+    }
+    invoke_re = re.compile(
+        "|".join(f'{re.escape(OPEN + sp.invoke)} name="({_NAMES})"(?: [A-Za-z_]+={_ATTR})*>' for sp in spellings))
+    #: ``string`` is optional: a parameter written without it has its kind inferred (``is_string`` None)
+    param_re = re.compile(
+        "|".join(f'{re.escape(OPEN + sp.parameter)} name="({_NAMES})"(?: string="([^"<>\\n]*)")?>'
+                 for sp in spellings))
+    heads = tuple(f'{OPEN}{n} name="' for sp in spellings for n in (sp.invoke, sp.parameter))
+    ends = "|".join(re.escape(f"{CLOSE}{sp.block}>") for sp in spellings)
+    hit = Dialect(fixed, invoke_re, param_re, {}, tuple(fixed), heads, re.compile(f"[ \\t\\r\\n]*(?:{ends})"),
+                  spellings)
+    _DIALECTS[spellings] = hit
+    return hit
+
+
+#: DeepSeek-V4's dialect (:data:`SPELLINGS`), the default of every reader
+V4_DIALECT = dialect(SPELLINGS)
+_FIXED_TAGS = V4_DIALECT.fixed
+_INVOKE_RE = V4_DIALECT.invoke_re
+_PARAM_RE = V4_DIALECT.param_re
 _STRING_ATTR = {"true": True, "false": False}
-_CLASSIFIED: dict[str, tuple[int, str, bool | None]] = {}
+_CLASSIFIED = V4_DIALECT.memo
 #: closers of every spelling, for the scans that need them as literals
 CLOSE_BLOCKS = tuple(f"{CLOSE}{sp.block}>" for sp in SPELLINGS)
 CLOSE_INVOKES = tuple(f"{CLOSE}{sp.invoke}>" for sp in SPELLINGS)
 CLOSE_PARAMS = tuple(f"{CLOSE}{sp.parameter}>" for sp in SPELLINGS)
 
 
-#: the structural tags with a fixed text, and the heads of those that carry a name
-_TAG_TEXTS = tuple(_FIXED_TAGS)
-_NAMED_HEADS = tuple(f'{OPEN}{n} name="' for sp in SPELLINGS for n in (sp.invoke, sp.parameter))
-
-
-def is_tag_prefix(text: str) -> bool:
+def is_tag_prefix(text: str, t: Dialect = V4_DIALECT) -> bool:
     """True when ``text`` (held at the end of the output, no ``>`` yet) is the start of a
-    structural tag: a fixed tag's prefix, or an invoke / parameter opener up to its attributes."""
-    return (any(t.startswith(text) for t in _TAG_TEXTS) or any(h.startswith(text) for h in _NAMED_HEADS)
-            or any(text.startswith(h) for h in _NAMED_HEADS))
+    structural tag of the dialect ``t``: a fixed tag's prefix, or an invoke / parameter opener up
+    to its attributes."""
+    return (any(x.startswith(text) for x in t.tag_texts) or any(h.startswith(text) for h in t.named_heads)
+            or any(text.startswith(h) for h in t.named_heads))
 
 
 def read_tag(s: str, j: int, plen: int) -> int:
@@ -147,27 +193,30 @@ def read_tag(s: str, j: int, plen: int) -> int:
     return -1 if len(s) < lim else -2
 
 
-def classify(tag: str) -> tuple[int, str, bool | None]:
+def classify(tag: str, t: Dialect = V4_DIALECT) -> tuple[int, str, bool | None]:
     """(kind, name, is_string) of a complete ``<…>`` DSML tag text (memoised: tags repeat).
 
-    ``is_string`` is set for parameter openers: True / False for ``string="true"`` / ``"false"``,
-    None when the attribute is missing or has another value (the caller infers the kind).
+    ``t``: the dialect (default DeepSeek-V4's; DeepSeek-V3.2's block is ``function_calls``).
+    ``is_string`` is set for parameter openers: True / False for
+    ``string="true"`` / ``"false"``, None when the attribute is missing or has another value (the
+    caller infers the kind).
     """
-    hit = _CLASSIFIED.get(tag)
+    memo = t.memo
+    hit = memo.get(tag)
     if hit is not None:
         return hit
-    kind = _FIXED_TAGS.get(tag)
+    kind = t.fixed.get(tag)
     if kind is not None:
         hit = kind, "", False
-    elif m := _INVOKE_RE.fullmatch(tag):
+    elif m := t.invoke_re.fullmatch(tag):
         hit = T_INVOKE, next(g for g in m.groups() if g is not None), False
-    elif m := _PARAM_RE.fullmatch(tag):
+    elif m := t.param_re.fullmatch(tag):
         k = next(n for n, g in enumerate(m.groups()) if g is not None)
         hit = T_PARAM, m.group(k + 1), _STRING_ATTR.get(m.group(k + 2))
     else:
         hit = T_OTHER, "", False
-    if len(_CLASSIFIED) < 4096:
-        _CLASSIFIED[tag] = hit
+    if len(memo) < 4096:
+        memo[tag] = hit
     return hit
 
 

@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
 from recipe.encodings.deepseek_v4.output_dsml import (
-    BLOCK_ALT,
-    INVOKE_ALT,
     KEY_JSON,
     OPEN,
-    PARAM_ALT,
     SIMPLE_JSON,
+    V4_DIALECT,
+    Dialect,
+    Spelling,
     T_CLOSE_BLOCK,
     T_CLOSE_INVOKE,
     T_CLOSE_PARAM,
@@ -78,29 +78,32 @@ def text_cache(tokenizer: Tokenizer) -> dict[int, str]:
 
 _WS = "[ \t\r\n]*"
 _NAME = '[^"<>\n]{1,256}'
-_BULK: dict[tuple[str, ...], tuple[re.Pattern[str], re.Pattern[str]]] = {}
+_BULK: dict[tuple[tuple[str, ...], tuple[Spelling, ...]], tuple[re.Pattern[str], re.Pattern[str]]] = {}
 #: shortest remaining text worth a bulk match attempt (a minimal invoke is longer).
 BULK_MIN = 40
-_BLOCK_END = re.compile(f"{_WS}</｜DSML｜{BLOCK_ALT}>")
 
 
-def bulk_patterns(eos_texts: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """(run regex, lexer regex) for values that cannot contain these EOS spellings.
+def bulk_patterns(eos_texts: tuple[str, ...], d: Dialect = V4_DIALECT) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(run regex, lexer regex) for values that cannot contain these EOS spellings, with the
+    invoke / parameter tag names of the dialect ``d`` (default V4's spellings).
 
     The run regex matches one or more consecutive complete invokes; the lexer's ``findall`` over
     such a run yields ``(invoke_name, key, "t" if string, value, "</" at invoke close)`` tuples.
     """
-    hit = _BULK.get(eos_texts)
+    key = (eos_texts, d.spellings)
+    hit = _BULK.get(key)
     if hit is None:
         bad = "|".join(["/?｜DSML｜", *(re.escape(e[1:]) for e in eos_texts)])
         value = f"[^<]*(?:<(?!{bad})[^<]*)*"  # unrolled loop: linear, no nested ambiguity
-        inv, par = INVOKE_ALT, PARAM_ALT  # either spelling (V4, V4.1), mixed too
+        # either spelling of the dialect (V4, V4.1), mixed too
+        inv = "(?:" + "|".join(dict.fromkeys(re.escape(sp.invoke) for sp in d.spellings)) + ")"
+        par = "(?:" + "|".join(dict.fromkeys(re.escape(sp.parameter) for sp in d.spellings)) + ")"
         invoke = (f'{_WS}<｜DSML｜{inv} name="{_NAME}">(?:{_WS}<｜DSML｜{par} name="{_NAME}" '
                   f'string="(?:true|false)">{value}</｜DSML｜{par}>)*{_WS}</｜DSML｜{inv}>')
         lexer = (f'{_WS}<｜DSML｜{inv} name="({_NAME})">'
                  f'|{_WS}<｜DSML｜{par} name="({_NAME})" string="(?:(t)rue|false)">({value})</｜DSML｜{par}>'
                  f'|{_WS}(</)｜DSML｜{inv}>')
-        hit = _BULK[eos_texts] = (re.compile(f"(?:{invoke})+"), re.compile(lexer))
+        hit = _BULK[key] = (re.compile(f"(?:{invoke})+"), re.compile(lexer))
     return hit
 
 
@@ -117,7 +120,11 @@ class FastPaths:
         vocabulary and end ids: :func:`.output_setup.parser_setup`)."""
         self._fast_ok = setup.fast_ok  # type: ignore[attr-defined]
         self._fast_texts = self._texts if self._fast_ok else _NO_TEXTS
-        self._re_run, self._re_lex = setup.re_run, setup.re_lex  # type: ignore[attr-defined]
+        if self._dsml is V4_DIALECT:
+            self._re_run, self._re_lex = setup.re_run, setup.re_lex  # type: ignore[attr-defined]
+        else:  # another dialect (V3.2's function_calls block): bulk regexes with its tag names
+            self._re_run, self._re_lex = (bulk_patterns(tuple(sorted(self._eos_text)), self._dsml) if self._fast_ok
+                                          else (None, None))
 
     def push(self, token_ids: Sequence[int]) -> list[OutputEvent]:
         """Feed completion token ids (any number). Returns the events they complete.
@@ -237,7 +244,7 @@ class FastPaths:
         if "<" in text or "\n" in text[:g] or len(self._hold) + g >= TAG_MAX:
             return None
         tag = self._hold + text[: g + 1]
-        kind, name, is_str = classify(tag)
+        kind, name, is_str = classify(tag, self._dsml)
         st = self._state
         rest = text[g + 1:]
         if st == VALUE:
@@ -372,7 +379,7 @@ class FastPaths:
                         return tok.start()
                     stop -= 1
         i = m.end()
-        m = _BLOCK_END.match(s, i)
+        m = self._dsml.block_end.match(s, i)
         if m is not None:  # the block closer right after: leave the block here too
             self._leave_block()
             return m.end()

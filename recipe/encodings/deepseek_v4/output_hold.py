@@ -169,7 +169,7 @@ class Hold:
                 if k == -1:
                     return None
                 if k >= 0:
-                    kind, name, _ = classify(buf[p:k])
+                    kind, name, _ = classify(buf[p:k], self._dsml)
                     if kind == T_INVOKE:
                         if not self._needs_hold(name):
                             return self._hold_go(buf, h0)
@@ -212,7 +212,7 @@ class Hold:
             if k == -2:
                 p = j + len(m)
                 continue
-            kind, name, _ = classify(buf[j:k])
+            kind, name, _ = classify(buf[j:k], self._dsml)
             if kind == T_PARAM:
                 need.discard(name)
                 if not need:
@@ -238,7 +238,7 @@ class Hold:
                     if k == -1:
                         self._hpos = j - h0
                         return None
-                    if k >= 0 and classify(buf[j:k])[0] == T_CLOSE_PARAM:
+                    if k >= 0 and classify(buf[j:k], self._dsml)[0] == T_CLOSE_PARAM:
                         self._hin_value = False
                         p = k
                         continue
@@ -257,7 +257,7 @@ class Hold:
             if k == -1:
                 self._hpos = p - h0
                 return None
-            kind, name, _ = classify(buf[p:k]) if k >= 0 else (-1, "", None)
+            kind, name, _ = classify(buf[p:k], self._dsml) if k >= 0 else (-1, "", None)
             if kind == T_PARAM and name not in self._hnames:
                 self._hnames.add(name)
                 self._hin_value = True
