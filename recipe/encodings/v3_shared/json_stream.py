@@ -270,9 +270,15 @@ class JsonStream:
 
     # ------------------------------------------------------------------ completion
 
+    @property
+    def pending(self) -> str:
+        """Text read but not released (a key awaiting its ``:``, a comma, an unfinished escape): what
+        :meth:`close` leaves out, so a caller that stops here can keep it elsewhere."""
+        return self._held
+
     def close(self) -> str:
         """The text that completes what :meth:`feed` released into one valid JSON object (``""``
-        when it is complete; ``"{}"`` when nothing was released)."""
+        when it is complete; ``"{}"`` when nothing was released); :attr:`pending` is left out."""
         if not self._started:
             return "{}"
         if self.done:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import codecs
 import random
+import re
 from collections.abc import Callable, Sequence
 
 from recipe.conversation import ParsingOptions
@@ -70,6 +71,29 @@ FENCED, BARE = "fenced", "bare"
 REASONING, CONTENT, BLOCK, HEAD, ARGS, TAIL, RAW, DONE = range(8)
 _HEAD_MAX = 512  # a call head longer than this (name, fence) is not a call head
 _CALL_MARKERS = (TOOL_CALL_BEGIN, TOOL_CALL_END, TOOL_CALLS_END)
+#: the end of a call's text that may still become blanks + the closing fence (fenced) / blanks (bare)
+_FENCE_SUFFIX = re.compile("[ \t\r\n]*(?:`{1,3}[ \t\r\n]*)?$")
+_BLANK_SUFFIX = re.compile("[ \t\r\n]*$")
+#: what may come before <｜tool▁sep｜> in a call head: the type word (fenced) or the name (bare)
+_FENCED_PRE = re.compile("[ \t\r\n]*[A-Za-z_]{0,32}[ \t]*")
+_BARE_PRE = re.compile("[ \t\r\n]*[^\\s<]{0,256}[ \t]*")
+_FENCED_NAME = re.compile("[ \t]*([^\\s<]{0,256})[ \t]*")
+_FENCE_LINE = re.compile("```([A-Za-z]*)[ \t]*\n")
+_FENCE_OPEN = re.compile("`{1,3}[A-Za-z]*[ \t]*")
+
+
+def _partial(text: str, marker: str) -> int:
+    """Length of the longest proper prefix of ``marker`` that ``text`` ends with."""
+    for n in range(min(len(text), len(marker) - 1), 0, -1):
+        if marker.startswith(text[-n:]):
+            return n
+    return 0
+
+
+def _skip_blanks(text: str, k: int) -> int:
+    while k < len(text) and text[k] in " \t\r\n":
+        k += 1
+    return k
 
 
 class OutputParser:
@@ -108,6 +132,7 @@ class OutputParser:
         self._m_reason = MarkerMatcher([THINK_END, *eos_text])
         self._m_content = MarkerMatcher([THINK_END, *eos_text, *calls])
         self._m_block = MarkerMatcher([*_CALL_MARKERS, *eos_text])
+        self._ends = (*_CALL_MARKERS, *eos_text, TOOL_CALLS_BEGIN)  # markup that ends a call head
         self._stops = StopMatcher(options.stop_sequences) if options.stop_sequences else None
         self._json = JsonObjectFilter() if options.parse_json_output else None
         stage = options.thinking_stage
@@ -129,12 +154,14 @@ class OutputParser:
         self._ncalls = 0
         # the block / call being read
         self._block_markup = ""  # block opener (and blanks) held until the block yields a call
+        self._block_ws = ""  # blanks in a block, held until what follows them decides
         self._block_calls = 0
         self._in_block = False
         self._head = ""  # raw text of the call being decided, from <｜tool▁call▁begin｜>
         self._js: JsonStream | None = None
         self._args: list[str] = []
         self._tail = ""  # blanks / fence after the arguments object
+        self._tail_junk = False  # text that is not the fence was found after the arguments
 
     # ------------------------------------------------------------------ public API
 
@@ -355,23 +382,27 @@ class OutputParser:
     # ------------------------------------------------------------------ block and calls
 
     def _block(self) -> bool:
+        """Between calls: blanks are held (markup before the first call, dropped between calls,
+        content when text follows); a call opener, the block closer, EOS, or stray text (content)."""
         lead = len(self._buf) - len(self._buf.lstrip(" \t\r\n"))
         if lead:
-            ws = self._take(lead)
-            if self._block_calls:
-                pass  # blanks between calls are not content
-            else:
-                self._block_markup += ws
+            self._block_ws += self._take(lead)
             if not self._buf:
                 return False
         j, m = self._find(self._m_block)
         if j:
-            self._stray(self._take(j))
+            stray = self._block_ws + self._take(j)
+            body = stray.rstrip(" \t\r\n")
+            self._block_ws = stray[len(body):]  # blanks after it are decided by what follows them
+            self._stray(body)
             if self._end is not None:
                 return False
         if m is None:
             return False
         self._take(len(m))
+        if not self._block_calls:
+            self._block_markup += self._block_ws
+        self._block_ws = ""
         if m == TOOL_CALL_BEGIN:
             self._head = m
             self._state = HEAD
@@ -411,29 +442,29 @@ class OutputParser:
         self._buf = ""
         head = self._head
         body = head[len(TOOL_CALL_BEGIN):]
-        for mk in (*_CALL_MARKERS, *self._eos_text, TOOL_CALLS_BEGIN):
-            k = body.find(mk)
-            if k >= 0:  # the call ended before its arguments began: not a call
-                self._buf = body[k:]
-                self._head = ""
-                self._reject(head[: len(TOOL_CALL_BEGIN) + k], "invalid_json_argument")
-                return True
-        parsed = self._parse_head(body)
+        ends = [k for k in (body.find(mk) for mk in self._ends) if k >= 0]
+        cut = min(ends) if ends else len(body)
+        if not ends:  # a possible marker at the end is not decided on yet
+            cut -= max(_partial(body, mk) for mk in (*self._ends, *(() if TOOL_SEP in body else (TOOL_SEP,))))
+        parsed = self._parse_head(body[:cut])
         if parsed is None:
-            if len(body) > _HEAD_MAX:
+            if ends:  # the call's markup ended before its arguments began: not a call
+                self._buf = body[cut:]
                 self._head = ""
-                self._buf = ""
-                self._reject(head, "invalid_json_argument", raw=True)
+                self._reject(head[: len(TOOL_CALL_BEGIN) + cut], "invalid_json_argument")
+                return True
+            if cut > _HEAD_MAX:
+                self._head = ""
+                self._buf = body[cut:]
+                self._reject(head[: len(TOOL_CALL_BEGIN) + cut], "invalid_json_argument", raw=True)
                 return True
             return False  # undecided: wait for more
         name, start = parsed
-        if start < 0:  # malformed head
+        if start < 0 or name not in self._declared:
             self._head = ""
-            self._reject(head, "invalid_json_argument", raw=True)
-            return True
-        if name not in self._declared:
-            self._head = ""
-            self._reject(head, "undeclared_tool", raw=True)
+            self._buf = body[cut:]
+            self._reject(head[: len(TOOL_CALL_BEGIN) + cut], "invalid_json_argument" if start < 0 else "undeclared_tool",
+                         raw=True)
             return True
         # accepted: the block's markup is consumed, the call starts at "{"
         self._block_markup = ""
@@ -444,50 +475,50 @@ class OutputParser:
         self._js = JsonStream()
         self._args = []
         self._tail = ""
+        self._tail_junk = False
         self._head = ""
         self._buf = body[start:]
         self._state = ARGS
         return True
 
     def _parse_head(self, body: str) -> tuple[str, int] | None:
-        """``(name, index of the arguments' "{" in body)``; start -1 for a malformed head; None while
-        undecided."""
+        """``(name, index of the arguments' "{" in body)`` once the head is read; ``(name, -1)`` as soon
+        as it cannot be a call head (fenced: ``TYPE<SEP>NAME\n[```json\n]{``; bare: ``NAME<SEP>{``;
+        names and the type word without blanks or ``<``); None while it may still become one."""
         sep = body.find(TOOL_SEP)
+        pre = body if sep < 0 else body[:sep]
+        if not (_FENCED_PRE if self._fenced else _BARE_PRE).fullmatch(pre):
+            return "", -1
         if sep < 0:
             return None
-        after = sep + len(TOOL_SEP)
-        if self._fenced:
-            nl = body.find("\n", after)
-            if nl < 0:
+        rest = body[sep + len(TOOL_SEP):]
+        base = sep + len(TOOL_SEP)
+        if not self._fenced:
+            name = pre.strip()
+            k = len(rest) - len(rest.lstrip(" \t\r\n"))
+            if k == len(rest):
                 return None
-            name = body[after:nl].strip()
-            k = nl + 1
-            rest = body[k:].lstrip(" \t\r\n")
-            if not rest:
-                return None
-            k = len(body) - len(rest)
-            if rest.startswith("```"):
-                fence_end = body.find("\n", k)
-                if fence_end < 0:
-                    return None
-                label = body[k + 3:fence_end].strip()
-                if label not in ("", "json"):
-                    return name, -1
-                rest = body[fence_end + 1:].lstrip(" \t\r\n")
-                if not rest:
-                    return None
-                k = len(body) - len(rest)
-            elif "```".startswith(rest):
-                return None
-        else:
-            name = body[:sep].strip()
-            rest = body[after:].lstrip(" \t\r\n")
-            if not rest:
-                return None
-            k = len(body) - len(rest)
-        if not name or rest[0] != "{":
+            return (name, base + k) if name and rest[k] == "{" else (name, -1)
+        m = _FENCED_NAME.match(rest)
+        name, k = m.group(1), m.end()
+        if k == len(rest):
+            return None if len(name) < 256 else (name, -1)
+        if rest[k] != "\n" or not name:
             return name, -1
-        return name, k
+        k = _skip_blanks(rest, k + 1)
+        if k == len(rest):
+            return None
+        if rest[k] == "`":
+            m = _FENCE_LINE.match(rest, k)
+            if m is None:
+                tail = rest[k:]
+                return None if _FENCE_OPEN.fullmatch(tail) else (name, -1)
+            if m.group(1).lower() not in ("", "json"):
+                return name, -1
+            k = _skip_blanks(rest, m.end())
+            if k == len(rest):
+                return None
+        return (name, base + k) if rest[k] == "{" else (name, -1)
 
     def _reject(self, text: str, note: str, raw: bool = False) -> None:
         """A call that yields nothing: its markup is content; with ``raw`` the rest of it up to its
@@ -529,7 +560,7 @@ class OutputParser:
                 self._take(used)
                 if js.error >= 0:
                     self._note("invalid_json_argument")
-                self._end_call()
+                self._buf = self._end_call() + self._buf  # text the arguments left out: after the call
                 self._state = TAIL
                 return True
             self._take(j)
@@ -537,12 +568,15 @@ class OutputParser:
             return False
         # the call ends (or another begins) before its object closed
         self._note("invalid_json_argument" if m == TOOL_CALL_END else "truncated_tool_call")
-        self._end_call()
+        self._buf = self._end_call() + self._buf
         self._state = TAIL
         return True
 
-    def _end_call(self) -> None:
+    def _end_call(self) -> str:
+        """Close the open call's arguments and emit its end; returns the text read into the
+        arguments but left out of them (a cut key, comma or escape), which is content."""
         js = self._js
+        pending = js.pending if js is not None else ""
         tail = js.close() if js is not None else "{}"
         idx = self._ncalls - 1
         if tail:
@@ -551,22 +585,24 @@ class OutputParser:
         self._out.append(ToolCallEnd(idx, "".join(self._args)))
         self._js = None
         self._args = []
+        return pending
 
     def _tail_state(self) -> bool:
         """After the arguments: blanks and (fenced) the closing fence, then ``<｜tool▁call▁end｜>``;
-        anything else there is content."""
+        anything else there is content (released as soon as it cannot be part of the fence)."""
         j, m = self._find(self._m_block)
-        piece = self._take(j) if j else ""
-        if piece:
-            self._tail += piece
+        if j:
+            self._tail += self._take(j)
+            self._flush_tail(self._fence_start(self._tail))
         if m is None:
-            if self._tail and not self._tail_ok(self._tail, final=False):
-                self._flush_tail()
             return False
         self._take(len(m))
-        if not self._tail_ok(self._tail, final=True):
-            self._flush_tail()
+        k = self._fence_start(self._tail)
+        if self._tail[k:].strip(" \t\r\n") not in ("", "```" if self._fenced else ""):
+            k = len(self._tail)  # an unfinished fence: content too
+        self._flush_tail(k)
         self._tail = ""
+        self._tail_junk = False
         if m == TOOL_CALL_END:
             self._state = BLOCK if self._in_block else CONTENT
             if not self._in_block:
@@ -581,16 +617,21 @@ class OutputParser:
             return False
         return True
 
-    def _tail_ok(self, tail: str, final: bool) -> bool:
-        t = tail.strip(" \t\r\n")
-        if not self._fenced:
-            return not t
-        return t == "```" or (not final and "```".startswith(t))
+    def _fence_start(self, tail: str) -> int:
+        """Where the suffix of ``tail`` that may still be blanks + closing fence begins."""
+        m = (_FENCE_SUFFIX if self._fenced else _BLANK_SUFFIX).search(tail)
+        return m.start() if m is not None else len(tail)
 
-    def _flush_tail(self) -> None:
-        self._note("text_in_tool_block")
-        tail, self._tail = self._tail.lstrip(" \t\r\n"), ""
-        self._as_content(tail)
+    def _flush_tail(self, k: int) -> None:
+        """``tail[:k]`` is text after the arguments that is not the fence: content (blanks right
+        after the arguments are not)."""
+        junk, self._tail = self._tail[:k], self._tail[k:]
+        if not self._tail_junk:
+            junk = junk.lstrip(" \t\r\n")
+        if junk:
+            self._note("text_in_tool_block")
+            self._tail_junk = True
+            self._as_content(junk)
 
     # ------------------------------------------------------------------ ending
 
@@ -603,10 +644,12 @@ class OutputParser:
                 st = self._state
             elif st in (ARGS, TAIL) and self._js is not None:
                 self._note("truncated_tool_call")
-                self._end_call()
-            elif st == TAIL and self._tail and not self._tail_ok(self._tail, final=True):
-                self._flush_tail()
+                self._tail_junk = True
+                self._as_content(self._end_call())
+            elif st == TAIL and self._tail.strip(" \t\r\n") not in ("", "```" if self._fenced else ""):
+                self._flush_tail(len(self._tail))
             elif st == BLOCK and not self._block_calls:
+                self._block_markup += self._block_ws
                 self._release_markup()
             buf, self._buf = self._buf, ""
             if buf:  # a held possible marker that never completed
