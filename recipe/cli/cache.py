@@ -88,13 +88,17 @@ def _tokenizer_path(ns: argparse.Namespace) -> str | None:
     return getattr(ns, "tokenizer", None)
 
 
-def _fingerprint(given: str | None, ns: argparse.Namespace) -> str:
+def _fingerprint(given: str | None, ns: argparse.Namespace, model: str = "") -> str:
+    """The vocabulary fingerprint in the keys: the input's own, else ``--tokenizer``'s, else that of
+    ``model``'s family (V3 … V3.2 models and V4 models get different keys)."""
     if given is not None:
         return given
+    from recipe.cli.common import family_tokenizer
     from recipe.tokenizer import TokenizerError, load_tokenizer
 
+    path = _tokenizer_path(ns)
     try:
-        return load_tokenizer(_tokenizer_path(ns)).fingerprint
+        return load_tokenizer(path).fingerprint if path is not None else family_tokenizer(model).fingerprint
     except TokenizerError as exc:
         raise _BadInput(str(exc)) from None
 
@@ -107,7 +111,7 @@ def _spec(ns: argparse.Namespace, model: str, tokenizer: str | None) -> KeySpec:
     if ns.block_size < 1:
         raise _Usage("--block-size must be >= 1")
     native = ns.scheme != "vllm"
-    return KeySpec(ns.scheme, ns.block_size, model if native else "", _fingerprint(tokenizer, ns) if native else "",
+    return KeySpec(ns.scheme, ns.block_size, model if native else "", _fingerprint(tokenizer, ns, model) if native else "",
                    ns.salt, ns.hash_seed)
 
 

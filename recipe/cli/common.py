@@ -18,7 +18,7 @@ from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_wire, loads_request, utf8_error
 from recipe.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
-__all__ = ["EXAMPLES", "Usage", "Failure", "Rejected", "read_input", "read_text", "tokenizer_from", "dump",
+__all__ = ["EXAMPLES", "Usage", "Failure", "Rejected", "read_input", "read_text", "tokenizer_from", "family_tokenizer", "dump",
            "print_rejection", "prepare_request", "load_prompt_ids", "ambiguous_chat"]
 
 #: Names of the shipped example requests (``recipe/examples/NAME.json``).
@@ -78,16 +78,27 @@ def read_text(arg: str) -> str:
         raise Failure(f"{where}: {utf8_error(exc)}") from None
 
 
-def tokenizer_from(path: str | None) -> Tokenizer:
-    """The vocabulary at ``path`` (a ``tokenizer.json``), or the embedded default when None.
+def tokenizer_from(path: str | None, model: str | None = None) -> Tokenizer:
+    """The vocabulary at ``path`` (a ``tokenizer.json``); else the default vocabulary of ``model``'s
+    family (the V3 one for DeepSeek-V3 … V3.2), else the embedded DeepSeek-V4 default.
 
     Raises:
         Failure: the file is missing or not a usable vocabulary.
     """
     try:
+        if path is None and model is not None:
+            return family_tokenizer(model)
         return load_tokenizer(path)
     except TokenizerError as exc:
         raise Failure(str(exc)) from None
+
+
+def family_tokenizer(model: str) -> Tokenizer:
+    """The default vocabulary of ``model``'s family in the default model table (V4's for unknown names)."""
+    from recipe.encodings.table import MODELS, get_encoding
+
+    encoding = MODELS.get(model)
+    return get_encoding(encoding).tokenizer() if encoding is not None else load_tokenizer()
 
 
 def dump(obj: Any) -> None:
@@ -131,9 +142,9 @@ def ambiguous_chat(body: Mapping[str, Any]) -> bool:
     return True
 
 
-def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer, model: str | None = None) -> Any:
+def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer | None, model: str | None = None) -> Any:
     """Request bytes -> :class:`~recipe.api.prepared.PreparedRequest` (API detected when ``auto``;
-    ``model`` overrides the body's). When detection had to guess (a body valid as Chat and as
+    ``model`` overrides the body's; ``tokenizer`` None: the model family's vocabulary). When detection had to guess (a body valid as Chat and as
     Messages, see :func:`ambiguous_chat`), one line on standard error says which API was assumed.
 
     Raises:
@@ -160,7 +171,7 @@ def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer, model: str | Non
 
 def load_prompt_ids(path: str, tokenizer: str | None = None) -> tuple[str, list[int], list[tuple[int, int, int]]]:
     """Request file -> (model, prompt token ids, message boundaries) for the cache commands, on the
-    vocabulary at ``tokenizer`` (default: the embedded one).
+    vocabulary at ``tokenizer`` (default: the model family's).
 
     Raises:
         Failure / Usage: the file cannot be read; RequestError: the request is invalid.
@@ -168,6 +179,7 @@ def load_prompt_ids(path: str, tokenizer: str | None = None) -> tuple[str, list[
     from recipe.pipeline import prepare
     from recipe.prompt import message_token_spans
 
-    tok = tokenizer_from(tokenizer)
+    tok = tokenizer_from(tokenizer) if tokenizer is not None else None
     prep = prepare(read_input(path, None), tokenizer=tok)
+    tok = tok if tok is not None else family_tokenizer(prep.model)
     return prep.model, prep.token_ids, message_token_spans(tok, prep.prompt)

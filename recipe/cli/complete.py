@@ -56,18 +56,19 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
     from recipe.jsonfmt import dumps_wire
     from recipe.output.driver import ENCODERS, CompletionStream, response
 
-    tok = tokenizer_from(getattr(ns, "tokenizer", None))
+    path = getattr(ns, "tokenizer", None)
     if ns.request == "-" and "-" in (ns.ids, ns.text):
         raise Usage("standard input can feed only one of --request and --text/--ids")
     raw = read_input(ns.request, None)
+    try:
+        prep = prepare_request(raw, ns.api, tokenizer_from(path) if path else None)
+    except Rejected as rej:
+        return print_rejection(rej)
+    tok = tokenizer_from(path, prep.model)  # the family's vocabulary unless --tokenizer
     if ns.ids is not None:
         ids = _ids(read_input(ns.ids, None), ns.ids, tok.n_vocab)
     else:
         ids = tok.encode_with_special_tokens(read_text(ns.text))
-    try:
-        prep = prepare_request(raw, ns.api, tok)
-    except Rejected as rej:
-        return print_rejection(rej)
     if prep.api not in ENCODERS:
         raise Failure(f"no output encoder for the {prep.api} API yet")
     if ns.prompt_tokens is None and prep.ids is None:  # DeepSeek-V4.1 without its vocabulary: no prompt length

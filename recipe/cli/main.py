@@ -47,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, grammar, cache, serve)."""
     p = _Parser(prog="recipe", description="DeepSeek prompts from OpenAI / Anthropic API requests.")
-    p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the embedded DeepSeek-V4 one)")
+    p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the model family's embedded vocabulary: DeepSeek-V4's, or DeepSeek-V3's for V3 … V3.2)")
     p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     render.register(sub)

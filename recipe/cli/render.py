@@ -21,7 +21,7 @@ def _cmd_render(ns: argparse.Namespace) -> int:
     raw = read_input(ns.file, ns.example)
     api = "chat" if ns.example is not None and ns.api == "auto" else ns.api  # the examples are Chat requests
     try:
-        prep = prepare_request(raw, api, tokenizer_from(ns.tokenizer), model=ns.model)
+        prep = prepare_request(raw, api, tokenizer_from(ns.tokenizer) if ns.tokenizer else None, model=ns.model)
     except Rejected as rej:
         return print_rejection(rej, body=ns.json)
     if ns.json:

@@ -29,7 +29,7 @@ def _cmd_tokenize(ns: argparse.Namespace) -> int:
     if ns.text is None:
         raise Usage("give TEXT, or - to read it from standard input")
     text = read_text("-") if ns.text == "-" else ns.text
-    tok = tokenizer_from(ns.tokenizer)
+    tok = tokenizer_from(ns.tokenizer, ns.model)
     ids = tok.encode_ordinary(text)
     raw = [tok.token_bytes(i) for i in ids]
     if ns.json:
@@ -53,5 +53,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true",
                    help="one JSON object: token_ids, pieces (text; U+FFFD for part of a character), bytes (hex), num_tokens")
     t.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
+    t.add_argument("--model", metavar="NAME", help="use the vocabulary of this model's family (default: DeepSeek-V4's)")
     t.set_defaults(run=_cmd_tokenize)
     return t
