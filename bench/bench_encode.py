@@ -29,6 +29,13 @@ bodies name ``deepseek-v4.1-flash``, both sides use the synthetic V4.1-shaped vo
 V4.1 tokenizer.json is public, and deepseek-recipe runs its V4.1 path); a V4.1 row's ratio should
 be at least its V4 row's (issue 11), printed per case.
 Targets (issue 16): (a) >= 3, (b) >= 3, (c) >= 20. Pin it (``taskset -c 1``) on a shared machine.
+
+Earlier generations (issue 15; ``--workload earlier`` runs just these, ``v4`` just the two above):
+the agentic workload's short request and long conversation sent as ``deepseek-r1`` and
+``deepseek-v3.2``, against transformers' ``apply_chat_template`` on the R1-0528 template + HF
+``tokenizers`` (R1), and the V3.2 reference prompt + transformers' tokenizer call (V3.2;
+``anchor_hf.py``), rounds interleaved as above, ids checked identical. Targets: short >= 1, long
+cold >= 5.
 """
 
 from __future__ import annotations
@@ -179,16 +186,71 @@ def run(workload: Workload, rounds: int, n_short: int, family: Family = FAMILIES
     return rows, facts
 
 
+def _template_messages(req: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's messages as a transformers pipeline passes them (``content: None`` as ``""``,
+    which R1-0528's template needs)."""
+    return [{**m, "content": "" if m.get("content") is None else m["content"]} for m in req["messages"]]
+
+
+def earlier(rounds: int, n_short: int) -> list[Row]:
+    """Short and long-cold rows for DeepSeek-R1 and V3.2 against transformers + HF tokenizers."""
+    import anchor_hf
+
+    from recipe.encodings.deepseek_v3_2.reference import encode_messages
+
+    r1 = anchor_hf.tokenizer("R1-0528")
+    v32 = anchor_hf.tokenizer()
+
+    def r1_side(req: dict[str, Any]) -> tuple[str, Callable[[], object], Callable[[], list[int]]]:
+        body = json.dumps({**req, "model": "deepseek-r1"}, ensure_ascii=False)
+        msgs = _template_messages(req)
+        return body, lambda: recipe.prepare(body), lambda: anchor_hf.chat_ids(r1, msgs)
+
+    def v32_side(req: dict[str, Any]) -> tuple[str, Callable[[], object], Callable[[], list[int]]]:
+        body = json.dumps({**req, "model": "deepseek-v3.2"}, ensure_ascii=False)
+        ref = _template_messages(req)
+        if req.get("tools"):
+            ref[0] = {**ref[0], "tools": req["tools"]}
+        return body, lambda: recipe.prepare(body), lambda: anchor_hf.text_ids(v32, encode_messages(ref, "thinking"))
+
+    short, long0 = gen.short_request(), gen.agentic_request(seed=1000)
+    rows = []
+    for fam, side in (("R1", r1_side), ("V3.2", v32_side)):
+        for label, req in (("short", short), ("long agentic, cold", long0)):
+            body, ours, theirs = side(req)
+            ids = recipe.prepare(body).token_ids
+            assert ids == theirs(), f"{fam} {label}: ids differ"
+            rows.append(Row(f"{fam} {label} ({len(ids)} tokens)", 1.0 if label == "short" else 5.0))
+    for r in range(rounds):
+        first_ours = r % 2 == 0
+        long_r = gen.agentic_request(seed=r)  # a conversation this process never saw
+        for k, side in enumerate((r1_side, v32_side)):
+            _, ours, theirs = side(short)
+            pair = [lambda: statistics.median(times(ours, n_short)), lambda: statistics.median(times(theirs, n_short))]
+            a = [f() for f in (pair if first_ours else pair[::-1])]
+            rows[2 * k].add(*(a if first_ours else a[::-1]))
+            _, ours, theirs = side(long_r)
+            clear_caches()
+            gc.collect()
+            if first_ours:
+                o, t = _timed(ours), _timed(theirs)
+            else:
+                t, o = _timed(theirs), _timed(ours)
+            rows[2 * k + 1].add(o, t)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--short-calls", type=int, default=200, help="calls per side per round in (a)")
-    ap.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
+    ap.add_argument("--workload", choices=[*WORKLOADS, "v4", "earlier", "all"], default="all",
+                    help="v4: agentic and coding; earlier: the R1 / V3.2 rows; all: both")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--families", default="V4,V4.1", help="comma-separated: V4, V4.1")
     args = ap.parse_args()
 
-    names = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    names = list(WORKLOADS) if args.workload in ("all", "v4") else [] if args.workload == "earlier" else [args.workload]
     families = [FAMILIES[f] for f in args.families.split(",")]
     out: dict[str, Any] = {"rounds": args.rounds, "load": os.getloadavg(), "workloads": {}}
     print(f"{args.rounds} rounds per case, sides interleaved; load average {os.getloadavg()[0]:.1f} at start")
@@ -209,6 +271,11 @@ def main() -> None:
               f"checkpoints, estimate {facts['prompt_cache_estimate'] / 2**20:.1f} MiB, traced "
               f"{facts['prompt_cache_traced'] / 2**20:.1f} MiB (tracemalloc)")
         out["workloads"][key] = {"rows": [r.as_dict() for r in rows], **facts}
+    if args.workload in ("all", "earlier"):
+        rows = earlier(args.rounds, max(1, args.short_calls // 4))
+        print_rows(rows, "\nearlier generations (anchor: transformers apply_chat_template + HF tokenizers)",
+                   anchor="transformers + HF ms")
+        out["earlier"] = [r.as_dict() for r in rows]
     out["load_end"] = os.getloadavg()
     print(f"\nload average {os.getloadavg()[0]:.1f} at end; ids identical for every body")
     if args.json:

@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="replace the tables in docs/")
     args = ap.parse_args()
 
-    encode = _run("bench_encode.py", ["--rounds", str(args.rounds)])
+    encode = _run("bench_encode.py", ["--rounds", str(args.rounds), "--workload", "v4"])
     streams = [_run(s, ["--reps", str(args.rounds)] + (["--no-scaling"] if s == "bench_stream.py" else []))
                for s in STREAM_BENCHES]
     encode_md = stamp([encode], args.rounds) + "\n\n" + encode_table(encode)

@@ -72,11 +72,11 @@ def span(xs: Sequence[float], scale: float = 1.0, digits: int = 2) -> str:
     return f"{f.format(statistics.median(xs) * scale)} [{f.format(min(xs) * scale)}–{f.format(max(xs) * scale)}]"
 
 
-def print_rows(rows: Sequence[Row], title: str = "") -> None:
+def print_rows(rows: Sequence[Row], title: str = "", anchor: str = "deepseek-recipe ms") -> None:
     """The table: ours ms, theirs ms, ratio, each as median [min–max], then the target and verdict."""
     if title:
         print(title)
-    print(f"  {'case':44} {'recipe ms':>26} {'deepseek-recipe ms':>28} {'theirs/ours':>24}  target")
+    print(f"  {'case':44} {'recipe ms':>26} {anchor:>28} {'theirs/ours':>24}  target")
     for row in rows:
         verdict = "" if row.met is None else ("ok (every round)" if row.met else "BELOW in some round")
         target = "" if row.target is None else f"≥ {row.target:g}×"
