@@ -14,7 +14,7 @@ import copy
 import json
 
 import pytest
-from sdk_server import by_scenario, openai_view, serve
+from sdk_server import openai_view, serve
 from v3x_support import hf_v3, jinja_render
 
 import recipe
@@ -329,3 +329,52 @@ def test_messages_sdk(server, model, scenario):
         assert types.count("tool_use") == 2 and want["stop_reason"] == "tool_use"
     if scenario == "cut":
         assert want["stop_reason"] == "max_tokens"
+
+
+# ---------------------------------------------------------------------------------------------
+# Special-token injection through the APIs: every added token of the V3 vocabulary, every field
+# ---------------------------------------------------------------------------------------------
+
+V3_TOK = load_v3_tokenizer()
+ALL_V3_SPECIALS = "".join(sorted(V3_TOK.special_tokens))  # all 818 added tokens
+
+
+def _hostile(model: str, t: str, thinking: bool) -> dict:
+    return {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": "sys " + t},
+            {"role": "user", "content": [{"type": "text", "text": "user " + t}, {"type": "text", "text": t}]},
+            {"role": "assistant", "content": "answer " + t, "reasoning_content": "reasoning " + t,
+             "tool_calls": [{"id": "c1" + t, "type": "function", "function": {"name": "f" + t, "arguments": json.dumps({t: t, "n": [t, 1]})}},
+                            {"id": "c2", "type": "function", "function": {"name": "g", "arguments": json.dumps({"a": t})}}]},
+            {"role": "tool", "tool_call_id": "c1" + t, "content": "result " + t},
+            {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": t}]},
+            {"role": "user", "content": t},
+        ],
+        "tools": [{"type": "function", "function": {"name": "f", "description": "desc " + t,
+                                                     "parameters": {"type": "object", "properties": {t: {"type": "string", "description": t}}}}}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {"title": t}}},
+        "thinking": {"type": "enabled" if thinking else "disabled"},
+    }
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_added_token_in_every_api_field_stays_text(model, thinking):
+    hostile = recipe.prepare(_hostile(model, ALL_V3_SPECIALS, thinking), "chat")
+    plain = recipe.prepare(_hostile(model, "x", thinking), "chat")
+    assert hostile.prompt.text.count("<｜tool▁sep｜>") > plain.prompt.text.count("<｜tool▁sep｜>")
+    specials = [i for i in hostile.token_ids if V3_TOK.is_special(i)]
+    assert specials == [i for i in plain.token_ids if V3_TOK.is_special(i)]
+    assert specials == [V3_TOK.special_id(s.text) for s in hostile.prompt.segments if type(s).__name__ == "Special"]
+    assert V3_TOK.decode(hostile.token_ids) == hostile.prompt.text
+
+
+def test_each_added_token_alone_in_user_text():
+    for model in MODELS:
+        base = recipe.prepare({"model": model, "messages": [{"role": "user", "content": "x"}]}, "chat").token_ids
+        want = [i for i in base if V3_TOK.is_special(i)]
+        for spelling in V3_TOK.special_tokens:
+            ids = recipe.prepare({"model": model, "messages": [{"role": "user", "content": spelling}]}, "chat").token_ids
+            assert [i for i in ids if V3_TOK.is_special(i)] == want, (model, spelling)
