@@ -378,3 +378,14 @@ def test_each_added_token_alone_in_user_text():
         for spelling in V3_TOK.special_tokens:
             ids = recipe.prepare({"model": model, "messages": [{"role": "user", "content": spelling}]}, "chat").token_ids
             assert [i for i in ids if V3_TOK.is_special(i)] == want, (model, spelling)
+
+
+def test_v32_history_arguments_that_are_not_an_object():
+    calls = [{"id": "a", "type": "function", "function": {"name": "f", "arguments": ""}},
+             {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]
+    body = {"model": "deepseek-v3.2", "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+            "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": calls},
+                         {"role": "tool", "tool_call_id": "a", "content": "1"}, {"role": "tool", "tool_call_id": "b", "content": "2"}]}
+    text = recipe.prepare(body, "chat").prompt.text
+    assert '<｜DSML｜invoke name="f">\n\n</｜DSML｜invoke>' in text  # {} : no parameter lines
+    assert '<｜DSML｜parameter name="arguments" string="true">{oops</｜DSML｜parameter>' in text

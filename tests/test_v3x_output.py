@@ -155,6 +155,25 @@ def test_v32_dsml_dialect():
     assert [c.name for c in r.tool_calls] == ["get_weather"]
 
 
+def test_v32_truncated_and_quoted_calls():
+    block = ('\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+             '<｜DSML｜parameter name="city" string="true">Par')
+    r = parse_all_ways("deepseek_v3_2", opts(True, tools=TOOLS), "Plan.</think>" + block)
+    assert r.tool_calls[0].arguments == '{"city": "Par"}' and "truncated_tool_call" in r.notes
+    quoted = "<｜DSML｜function_calls>\n" + block.split("\n", 3)[3]
+    r = parse_all_ways("deepseek_v3_2", opts(True, tools=TOOLS), "I might write " + quoted + "</think>No." + EOS)
+    assert r.reasoning_content == "I might write " + quoted and r.content == "No." and not r.tool_calls
+
+
+def test_v32_block_from_a_public_test():
+    """vLLM's test feeding a V3.2-style block to its V4 parser (shared raw_outputs sample): the V3.2
+    parser reads it as the call it is."""
+    raw = ('<｜DSML｜function_calls>\n<｜DSML｜invoke name="search">\n<｜DSML｜parameter name="query" string="true">vllm'
+           '</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>')
+    r = parse_all_ways("deepseek_v3_2", opts(tools=("search",)), raw)
+    assert [(c.name, c.arguments) for c in r.tool_calls] == [("search", '{"query": "vllm"}')] and r.content == ""
+
+
 def test_v32_official_round_trips():
     """DeepSeek's own test: the encoder's rendering of an assistant turn parses back to it."""
     data = json.loads((FIXTURES / "deepseek_v3_2_official" / "test_input.json").read_text(encoding="utf-8"))

@@ -9,7 +9,8 @@ given), "parameters"}``; the response format is ``{"type": "json_object"}`` or `
 
 Beyond the reference (which raises on these): in thinking mode an assistant turn after the last
 user message without reasoning renders empty reasoning (``options.reasoning_content_behavior``
-``fill_empty``); a prefix assistant turn is continued (cut after its content, or — thinking mode,
+``fill_empty``); history arguments that are not a JSON object render as ``{}`` (blank) or as one
+``arguments`` string parameter (deepseek-recipe's V4 rule); a prefix assistant turn is continued (cut after its content, or — thinking mode,
 no content — after its reasoning, before ``</think>``). A conversation ending with a non-prefix
 assistant turn is a 400: the V3.2 format opens an assistant turn only after a user message or tool
 results.
@@ -17,6 +18,7 @@ results.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +42,20 @@ def response_format_dict(rf: ResponseFormat) -> dict[str, Any] | None:
             js["strict"] = rf.strict
         return {"type": "json_schema", "json_schema": js}
     return None
+
+
+def _object_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """A history call whose arguments are not a JSON object (the encoder would raise): blank
+    arguments are ``{}``, anything else is one ``arguments`` string parameter holding the raw text
+    (deepseek-recipe's rule for V4)."""
+    raw = call["function"]["arguments"]
+    try:
+        if isinstance(json.loads(raw), dict):
+            return call
+    except ValueError:
+        pass
+    fixed = "{}" if not raw.strip() else json.dumps({"arguments": raw}, ensure_ascii=False)
+    return {**call, "function": {**call["function"], "arguments": fixed}}
 
 
 def render(conv: Conversation) -> Prompt:
@@ -66,6 +82,9 @@ def render(conv: Conversation) -> Prompt:
         else:
             msgs.insert(0, {"role": "system", "content": "", **carrier})
             index.insert(0, -1)
+    for k, m in enumerate(msgs):
+        if m.get("tool_calls"):
+            msgs[k] = {**m, "tool_calls": [_object_arguments(c) for c in m["tool_calls"]]}
     mode = "thinking" if conv.thinking else "chat"
     try:
         prompt = render_messages(msgs, mode, continue_final_message=cont, require_reasoning=False)
