@@ -71,6 +71,8 @@ FENCED, BARE = "fenced", "bare"
 #: states before and after the call states of :mod:`.output_calls`
 REASONING, CONTENT, DONE = 0, 1, 7
 _CALL_MARKERS = (TOOL_CALL_BEGIN, TOOL_CALL_END, TOOL_CALLS_END)
+#: per vocabulary (fingerprint): token id -> its text, for ids whose bytes are whole UTF-8
+_TEXTS: dict[str, dict[int, str]] = {}
 
 
 class OutputParser(CallStates):
@@ -100,6 +102,7 @@ class OutputParser(CallStates):
         self._fenced = syntax == FENCED
         self._new_id = tool_call_id if callable(tool_call_id) else IdStream(random.Random(tool_call_id))
         self._tb = tokenizer.encoding.decode_single_token_bytes
+        self._texts = _TEXTS.setdefault(tokenizer.fingerprint, {})  # token id -> text, whole UTF-8 only
         self._dec = codecs.getincrementaldecoder("utf-8")("replace")
         self._eos = frozenset(eos_token_ids)
         eos_text = [t for t in (tokenizer.special_name(i) for i in eos_token_ids) if t] or [EOS]
@@ -139,6 +142,9 @@ class OutputParser(CallStates):
         self._args: list[str] = []
         self._tail = ""  # blanks / fence after the arguments object
         self._tail_junk = False  # text that is not the fence was found after the arguments
+        self._plain = self._stops is None and self._json is None  # content goes out unchanged
+        self._handlers = (self._reasoning, self._content, self._block, self._head_state, self._args_state,
+                          self._tail_state, self._raw)
 
     # ------------------------------------------------------------------ public API
 
@@ -159,7 +165,9 @@ class OutputParser(CallStates):
                 self._flush_decoder()
                 self._end = self._end or ("stop", None)
                 break
-            text = self._dec.decode(self._tb(tid))
+            text = self._texts.get(tid) if not self._dec.buffer else None
+            if text is None:
+                text = self._decode(tid)
             if self._state == REASONING and self._r_end is None:
                 self._r_pending.append(self._pos)
             if text:
@@ -196,10 +204,12 @@ class OutputParser(CallStates):
     def _epilogue(self) -> list[OutputEvent]:
         if self._end is not None and self._state != DONE:
             self._close(self._end[0])
-        return self._merge(self._out)
+        out = self._out
+        return self._merge(out) if len(out) > 1 else out
 
     @staticmethod
     def _merge(events: list[OutputEvent]) -> list[OutputEvent]:
+        """Adjacent deltas of one kind (and call) merged: at most one delta per kind in a row."""
         merged: list[OutputEvent] = []
         for ev in events:
             prev = merged[-1] if merged else None
@@ -212,6 +222,20 @@ class OutputParser(CallStates):
                 merged.append(ev)
         return merged
 
+    def _decode(self, tid: int) -> str:
+        """Text completed by one token (whole-UTF-8 tokens are remembered per vocabulary)."""
+        b = self._tb(tid)
+        if not self._dec.buffer:
+            try:
+                text = b.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                if len(self._texts) < 1 << 18:
+                    self._texts[tid] = text
+                return text
+        return self._dec.decode(b)
+
     def _flush_decoder(self) -> None:
         tail = self._dec.decode(b"", final=True)
         if tail and self._end is None:
@@ -222,9 +246,19 @@ class OutputParser(CallStates):
 
     def _feed(self, text: str) -> None:
         self._pos += len(text)
+        if not self._buf and "<" not in text and "\n" not in text:
+            # no marker can start here and no newline run is involved: the common token
+            st = self._state
+            if st == REASONING and not self._r_open and not self._r_lead:
+                self._out.append(ReasoningDelta(self._r_nl + text))
+                self._r_nl = ""
+                return
+            if st == CONTENT and self._plain and not self._c_lead and not self._after_block:
+                self._out.append(TextDelta(self._c_nl + text))
+                self._c_nl = ""
+                return
         self._buf += text
-        handlers = (self._reasoning, self._content, self._block, self._head_state, self._args_state,
-                    self._tail_state, self._raw)
+        handlers = self._handlers
         while self._buf and self._end is None and self._state != DONE:
             if not handlers[self._state]():
                 break
