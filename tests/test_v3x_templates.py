@@ -304,3 +304,12 @@ def test_every_added_token_in_every_field_stays_text(revision, field):
     baseline = render_chat_template(*(_injected(field, "plain")[:1]), template=revision, tools=_injected(field, "plain")[1],
                                     thinking=True)
     assert template_specials == [s.text for s in baseline.segments if type(s) is Special]
+
+
+def test_older_revisions_render_plain_conversations_alike():
+    """docs/earlier-generations.md: without tool calls V3-2412 = V3-0324 and R1-2501 = R1-0528."""
+    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>x</think>a"},
+            {"role": "user", "content": "q2"}]
+    assert apply_chat_template(msgs, template="V3-2412") == apply_chat_template(msgs, template="V3-0324")
+    assert apply_chat_template(msgs, template="R1-2501") == apply_chat_template(msgs, template="R1-0528")
+    assert apply_chat_template(msgs, template="R1-2502") == apply_chat_template(msgs, template="R1-0528") + "<think>\n"
