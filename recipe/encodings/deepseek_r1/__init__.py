@@ -14,8 +14,7 @@ from typing import Any
 from recipe.encodings.base import Encoding
 from recipe.encodings.deepseek_r1.render import parsing, render
 from recipe.encodings.v3_shared.constants import EOS, SPECIAL_IDS
-from recipe.encodings.v3_shared.family import markup_parser, to_ids
-from recipe.encodings.v3_shared.output import FENCED
+from recipe.encodings.v3_shared.family import FENCED, markup_parser, to_ids
 from recipe.tokenizer import load_v3_tokenizer
 
 __all__ = ["ENCODING", "encode_messages", "encode_messages_to_ids"]

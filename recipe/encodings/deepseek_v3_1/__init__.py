@@ -15,8 +15,7 @@ from typing import Any
 from recipe.encodings.base import Encoding
 from recipe.encodings.deepseek_v3_1.render import parsing, render
 from recipe.encodings.v3_shared.constants import EOS, SPECIAL_IDS
-from recipe.encodings.v3_shared.family import markup_parser, to_ids
-from recipe.encodings.v3_shared.output import BARE
+from recipe.encodings.v3_shared.family import BARE, markup_parser, to_ids
 from recipe.tokenizer import load_v3_tokenizer
 
 __all__ = ["ENCODING", "encode_messages", "encode_messages_to_ids"]

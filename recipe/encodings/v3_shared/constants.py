@@ -11,8 +11,12 @@ __all__ = [
     "BOS", "EOS", "USER", "ASSISTANT", "THINK_START", "THINK_END",
     "TOOL_CALLS_BEGIN", "TOOL_CALLS_END", "TOOL_CALL_BEGIN", "TOOL_CALL_END",
     "TOOL_OUTPUTS_BEGIN", "TOOL_OUTPUTS_END", "TOOL_OUTPUT_BEGIN", "TOOL_OUTPUT_END", "TOOL_SEP",
-    "SPECIAL_IDS",
+    "SPECIAL_IDS", "FENCED", "BARE",
 ]
+
+#: the call syntaxes of the output parser: V3 / R1 (``function<SEP>NAME`` + fenced JSON) and V3.1
+#: (``NAME<SEP>`` + bare JSON); here so that a family record need not import the parser
+FENCED, BARE = "fenced", "bare"
 
 BOS = "<｜begin▁of▁sentence｜>"
 EOS = "<｜end▁of▁sentence｜>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from recipe.encodings.v3_shared.constants import EOS, SPECIAL_IDS
+from recipe.encodings.v3_shared.constants import BARE, EOS, FENCED, SPECIAL_IDS
 from recipe.prompt import encode_prompt
 from recipe.tokenizer import load_v3_tokenizer
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from recipe.prompt import Prompt
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["markup_parser", "to_ids"]
+__all__ = ["markup_parser", "to_ids", "FENCED", "BARE"]
 
 
 def markup_parser(syntax: str) -> ParserFactory:

@@ -41,7 +41,9 @@ from typing import TYPE_CHECKING
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.call_ids import IdStream
 from recipe.encodings.v3_shared.constants import (
+    BARE,
     EOS,
+    FENCED,
     THINK_END,
     THINK_START,
     TOOL_CALL_BEGIN,
@@ -65,8 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OutputParser", "FENCED", "BARE"]
 
-#: call syntaxes: V3 / R1 (``function<SEP>NAME\\n```json\\nARGS\\n```) and V3.1 (``NAME<SEP>ARGS``).
-FENCED, BARE = "fenced", "bare"
 
 #: states before and after the call states of :mod:`.output_calls`
 REASONING, CONTENT, DONE = 0, 1, 7
