@@ -52,6 +52,18 @@ def _nonneg(text: str) -> int:
     return n
 
 
+def _model_of(raw: bytes) -> str | None:
+    """The request's ``model`` if the body is a JSON object naming one (no validation yet)."""
+    from recipe.jsonfmt import loads_request
+
+    try:
+        body = loads_request(raw)
+    except Exception:  # noqa: BLE001 - an invalid body is reported by prepare_request later
+        return None
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None
+
+
 def _cmd_complete(ns: argparse.Namespace) -> int:
     from recipe.jsonfmt import dumps_wire
     from recipe.output.driver import ENCODERS, CompletionStream, response
@@ -60,15 +72,15 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
     if ns.request == "-" and "-" in (ns.ids, ns.text):
         raise Usage("standard input can feed only one of --request and --text/--ids")
     raw = read_input(ns.request, None)
-    try:
-        prep = prepare_request(raw, ns.api, tokenizer_from(path) if path else None)
-    except Rejected as rej:
-        return print_rejection(rej)
-    tok = tokenizer_from(path, prep.model)  # the family's vocabulary unless --tokenizer
+    tok = tokenizer_from(path, _model_of(raw))  # the model family's vocabulary unless --tokenizer
     if ns.ids is not None:
         ids = _ids(read_input(ns.ids, None), ns.ids, tok.n_vocab)
     else:
         ids = tok.encode_with_special_tokens(read_text(ns.text))
+    try:
+        prep = prepare_request(raw, ns.api, tok if path else None)
+    except Rejected as rej:
+        return print_rejection(rej)
     if prep.api not in ENCODERS:
         raise Failure(f"no output encoder for the {prep.api} API yet")
     if ns.prompt_tokens is None and prep.ids is None:  # DeepSeek-V4.1 without its vocabulary: no prompt length
