@@ -178,13 +178,16 @@ def test_tool_results_follow_the_call_order():
     assert text.index("PARIS") < text.index("TOKYO")
 
 
-def test_deepseek_chat_alias_points_at_a_generation():
-    opts = Options().with_model("deepseek-chat", "deepseek_v3_2")
-    prep = recipe.prepare({"model": "deepseek-chat", "messages": [{"role": "user", "content": "q"}], "thinking": {"type": "disabled"}},
-                          "chat", options=opts)
-    assert prep.encoding == "deepseek_v3_2" and prep.prompt.text.endswith("<｜Assistant｜></think>")
-    with pytest.raises(RequestError):
-        recipe.prepare({"model": "deepseek-chat", "messages": [{"role": "user", "content": "q"}]}, "chat")
+def test_deepseek_chat_and_reasoner_point_at_the_generation_served():
+    body = {"model": "deepseek-chat", "messages": [{"role": "user", "content": "q"}]}
+    assert recipe.prepare(body, "chat").encoding == "deepseek_v4"  # the default aliases: V4-Flash
+    opts = Options().with_alias("deepseek-chat", "deepseek-v3.2", thinking=False).with_alias(
+        "deepseek-reasoner", "deepseek-v3.2", thinking=True)
+    chat = recipe.prepare(body, "chat", options=opts)
+    reasoner = recipe.prepare({**body, "model": "deepseek-reasoner"}, "chat", options=opts)
+    assert chat.encoding == reasoner.encoding == "deepseek_v3_2"
+    assert chat.prompt.text.endswith("<｜Assistant｜></think>") and reasoner.prompt.text.endswith("<｜Assistant｜><think>")
+    assert chat.token_ids[:-1] == reasoner.token_ids[:-1] and (chat.token_ids[-1], reasoner.token_ids[-1]) == (128799, 128798)
 
 
 # ---------------------------------------------------------------------------------------------

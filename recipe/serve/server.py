@@ -56,7 +56,10 @@ class ServerState:
         self.tenants, self.metrics = tenants, metrics
         self.in_flight = 0
         self.count_options = replace(options, context_limit=1 << 62)
-        self.tokenizer = tokenizer or load_tokenizer()  # resolved once, not per request
+        # None: each request's model family's own vocabulary (DeepSeek-V4's, or the embedded V3 one for
+        # V3 … V3.2), which prepare and the output driver resolve from a per-process cache; a given
+        # vocabulary (``--tokenizer``) is used for every request
+        self.tokenizer: Tokenizer | None = tokenizer
 
     def scoped(self, tenant: Tenant) -> ConversationStore:
         """The tenant's view of the conversation store."""
