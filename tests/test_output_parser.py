@@ -666,3 +666,33 @@ def test_recovered_call_streams_after_the_invoke_closes():
     ends = [k for k, ev in seen if isinstance(ev, ToolCallEnd)]
     assert len(ends) == 2 and ends[0] < ends[1] < len(ids) - 1  # each call as soon as its invoke closed
     assert [type(ev) for _, ev in seen[:1]] == [TextDelta]
+
+
+# ---------------------------------------------------------------- a tag cut by an EOS spelling in text
+
+
+_CUT_TAILS = ["</｜DSML｜tool", "</｜DSML｜parameter", "<｜DSML｜para", '<｜DSML｜invoke name="get']
+_CUT_BODIES = ["x</｜DSML｜parameter>\n</｜DSML｜invoke>\n", "x", "x</｜DSML｜parameter>\n"]
+
+
+@pytest.mark.parametrize("body", _CUT_BODIES)
+@pytest.mark.parametrize("tail", _CUT_TAILS)
+def test_tag_cut_by_an_eos_spelling_reads_as_cut_by_the_eos_id(tail, body):
+    """An unfinished tag of a tool block followed by the EOS spelling in pushed text is dropped
+    (``partial_markup``) exactly as when the EOS id cuts it: text and id feeding agree."""
+    o = opts(tools=["get_weather"])
+    text = ('hi\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+            '<｜DSML｜parameter name="q" string="true">' + body + tail + "<｜end▁of▁sentence｜>")
+
+    def summary(r):
+        return r.content, [(c.name, c.arguments) for c in r.tool_calls], r.notes
+
+    by_ids = summary(parse(o, text))
+    assert by_ids[0] == "hi" and by_ids[1] == [("get_weather", '{"q": "x"}')]
+    assert "partial_markup" in by_ids[2]
+    assert summary(run_text(o, [text])) == by_ids
+    assert summary(run_text(o, list(text))) == by_ids
+    # without the EOS spelling after it, a '<' that starts no EOS leaves the tag to the usual rules
+    other = summary(run_text(o, list(text.replace("<｜end▁of▁sentence｜>", "<b>"))))
+    assert "partial_markup" not in other[2]
+    assert "</｜DSML｜" in other[0] + "".join(a for _, a in other[1]) or "<｜DSML｜" in other[0] + "".join(a for _, a in other[1])

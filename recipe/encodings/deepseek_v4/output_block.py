@@ -32,8 +32,10 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     T_INVOKE,
     T_OTHER,
     T_PARAM,
+    TAG_MAX,
     classify,
     is_json,
+    is_tag_prefix,
     read_tag,
 )
 from recipe.encodings.deepseek_v4.output_fastpath import BULK_MIN
@@ -132,6 +134,12 @@ class ToolCallBlock:
             if k == -1:
                 self._held(s, j, base, True)
                 return None
+            if k == -2 and (cut := self._cut_by_eos(s, j, len(m))) != -1:
+                if cut == -3:  # maybe an EOS spelling cutting the tag: wait for it (no longer
+                    self._held(s, j, base)  # a bare tag opening, so the one-token shortcuts stay out)
+                    return None
+                i = cut  # a tag cut by an EOS spelling: dropped as it is when cut by the EOS id
+                continue
             kind, name, is_str = classify(s[j:k], self._dsml) if k >= 0 else (T_OTHER, "", False)
             if kind == T_OTHER and self._state == BLOCK and self._rec is not None:
                 if k >= 0 and block_closer(self._rec, s[j:k]) == k - j:
@@ -166,6 +174,25 @@ class ToolCallBlock:
             self._ws = ""
             self._ws_text = False
             return j, kind, name, is_str, k
+
+    def _cut_by_eos(self, s: str, j: int, plen: int) -> int:
+        """Where an EOS spelling cuts the unfinished structural tag at ``s[j]`` inside a tool block
+        (note ``partial_markup``, the tag dropped: what :meth:`_flush_held` does when the EOS id
+        cuts it, so text and id feeding agree); -3 when the text ends inside what may be that EOS
+        spelling; -1 when it does not."""
+        lt = s.find("<", j + plen, j + TAG_MAX)
+        if lt < 0:
+            return -1
+        st = self._state
+        tag = s[j:lt]
+        if not ((st == INVOKE or st == VALUE or (st == BLOCK and self._blk_calls)) and "\n" not in tag
+                and is_tag_prefix(tag, self._dsml)):
+            return -1
+        rest = s[lt:]
+        if any(rest.startswith(e) for e in self._eos_text):
+            self._note("partial_markup")
+            return lt
+        return -3 if any(e.startswith(rest) for e in self._eos_text) else -1
 
     def _text_in_state(self, text: str) -> None:
         st = self._state
