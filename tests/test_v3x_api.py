@@ -392,3 +392,51 @@ def test_v32_history_arguments_that_are_not_an_object():
     text = recipe.prepare(body, "chat").prompt.text
     assert '<｜DSML｜invoke name="f">\n\n</｜DSML｜invoke>' in text  # {} : no parameter lines
     assert '<｜DSML｜parameter name="arguments" string="true">{oops</｜DSML｜parameter>' in text
+
+
+def _hostile_responses(model: str, t: str) -> dict:
+    return {
+        "model": model,
+        "instructions": "inst " + t,
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "user " + t}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": json.dumps({t: t})},
+            {"type": "function_call_output", "call_id": "c1", "output": "result " + t},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "answer " + t}]},
+            {"role": "user", "content": t},
+        ],
+        "tools": [{"type": "function", "name": "f", "description": "desc " + t,
+                   "parameters": {"type": "object", "properties": {t: {"type": "string", "description": t}}}}],
+        "reasoning": {"effort": "high"},
+    }
+
+
+def _hostile_messages(model: str, t: str) -> dict:
+    return {
+        "model": model,
+        "max_tokens": 100,
+        "system": "sys " + t,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "user " + t}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "answer " + t},
+                                              {"type": "tool_use", "id": "c1", "name": "f", "input": {t: t, "n": [t]}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": t}]},
+                                         {"type": "text", "text": t}]},
+        ],
+        "tools": [{"name": "f", "description": "desc " + t,
+                   "input_schema": {"type": "object", "properties": {t: {"type": "string", "description": t}}}}],
+    }
+
+
+@pytest.mark.parametrize("api,build", [("responses", _hostile_responses), ("messages", _hostile_messages)])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_added_token_in_responses_and_messages_fields_stays_text(model, api, build):
+    """Every added token of the V3 vocabulary in every text field of a Responses / Messages request
+    is ordinary text: the special ids are exactly the template's, as for the same request with plain text."""
+    hostile = recipe.prepare(build(model, ALL_V3_SPECIALS), api)
+    plain = recipe.prepare(build(model, "x"), api)
+    assert hostile.prompt.text.count("<｜tool▁sep｜>") > plain.prompt.text.count("<｜tool▁sep｜>")
+    specials = [i for i in hostile.token_ids if V3_TOK.is_special(i)]
+    assert specials == [i for i in plain.token_ids if V3_TOK.is_special(i)]
+    assert specials == [V3_TOK.special_id(s.text) for s in hostile.prompt.segments if type(s).__name__ == "Special"]
+    assert V3_TOK.decode(hostile.token_ids) == hostile.prompt.text
