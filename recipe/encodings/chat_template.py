@@ -146,7 +146,7 @@ def _v4(messages, tools, gen, cont, thinking, kwargs):  # type: ignore[no-untype
         raise ChatTemplateError(str(exc)) from exc
 
 
-#: Revision name -> :class:`Revision`. (DeepSeek-V4.1's reference encoder is one more row here.)
+#: Revision name -> :class:`Revision`. (DeepSeek-V4.1's reference encoder would be one more row; not yet.)
 REVISIONS: Mapping[str, Revision] = {
     r.name: r
     for r in (
