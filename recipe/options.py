@@ -15,6 +15,8 @@ __all__ = ["Options", "ModelAlias", "DEFAULT_MODELS", "DEFAULT_ALIASES", "DEFAUL
 #: API model name -> encoding name. Matched exactly and case-sensitively (as deepseek-recipe does);
 #: derived from the encoding records' model names (:data:`recipe.encodings.table.MODELS`).
 DEFAULT_MODELS: Mapping[str, str] = MODELS
+#: the families deepseek-recipe 0.2.0 has (:meth:`Options.parity` keeps only their model names)
+PARITY_ENCODINGS = frozenset({"deepseek_v4", "deepseek_v41"})
 
 #: Default request-body size limit in bytes (8 MiB), checked before parsing.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -120,9 +122,15 @@ class Options:
     long_tool_names: Literal["accept", "reject"] = "accept"
 
     def parity(self) -> Options:
-        """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included)."""
+        """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included).
+
+        The model table keeps only the names of the families deepseek-recipe has (DeepSeek-V4 and
+        V4.1: :data:`PARITY_ENCODINGS`), so an unknown model's 400 lists the names it lists and an
+        earlier generation's model is rejected, as there.
+        """
         return replace(
             self,
+            models=MappingProxyType({k: v for k, v in self.models.items() if v in PARITY_ENCODINGS}),
             developer_role="reject",
             forced_tool_choice_thinking="reject",
             format_with_strict_tools="reject",
