@@ -303,7 +303,7 @@ def app(
         index: the prefix index for routing (default: in memory).
         tenants: API keys (default: open).
         tokenizer: the vocabulary (a :class:`~recipe.tokenizer.Tokenizer` or a ``tokenizer.json`` path;
-            default: the embedded DeepSeek-V4 one). A model whose template emits special tokens it lacks
+            default: each request's model family's own, e.g. the embedded DeepSeek-V4 one). A model whose template emits special tokens it lacks
             (DeepSeek-V4.1 on the default) is answered 400 on ``model``, naming the token.
 
     Raises:
