@@ -106,3 +106,42 @@ def test_mutated_requests_match_deepseek_recipe(body):
     except ValueError:  # NaN/inf are not JSON; neither side can be sent them
         return
     _compare(body)
+
+
+def _call(cid: str, namespace: str | None, name: str) -> dict:
+    item = {"type": "function_call", "call_id": cid, "name": name, "arguments": "{}"}
+    return item if namespace is None else {**item, "namespace": namespace}
+
+
+def _ns(name: str, *tools: str) -> dict:
+    return {"type": "namespace", "name": name, "description": "", "tools": [{"type": "function", "name": t, "parameters": {"type": "object"}} for t in tools]}
+
+
+def _fn(name: str) -> dict:
+    return {"type": "function", "name": name, "parameters": {"type": "object"}}
+
+
+NAMESPACE_CALLS = [  # (tools, history calls, the names deepseek-recipe 0.2.0 renders the calls under)
+    ([_fn("ns__a")], [_call("c", "ns", "a")], ["ns__a_1"]),  # found by the mutation property
+    ([_fn("ns__a"), _fn("ns__a_1")], [_call("c", "ns", "a")], ["ns__a_2"]),
+    ([_fn("ns__a")], [_call("c", "ns", "a"), _call("d", "ns", "a")], ["ns__a_1", "ns__a_1"]),
+    ([_fn("ns__a"), _ns("ns", "b")], [_call("c", "ns", "a")], ["ns__a_1"]),
+    ([_ns("ns", "b"), _fn("ns__b_1")], [_call("c", "ns", "b")], ["ns__b"]),
+    ([], [_call("c", "ns", "a")], ["ns__a"]),
+    ([_ns("x", "y"), _fn("x__y")], [_call("c", "x", "y"), _call("d", None, "x__y")], ["x__y_1", "x__y"]),
+    ([_ns("ns", "a_1"), _fn("ns__a")], [_call("c", "ns", "a")], ["ns__a_2"]),
+    ([_fn("z")], [_call("c", "n", "s__a"), _call("d", "n__s", "a")], ["n__s__a", "n__s__a_1"]),
+    ([_fn("ns__a")], [_call("c", None, "ns__a_1"), _call("d", "ns", "a")], ["ns__a_1", "ns__a_1"]),
+]
+
+
+def test_undeclared_namespace_calls_get_free_flat_names():
+    """A history call in a namespace no declared tool flattens to takes the first free suffix against
+    the declared names and the undeclared calls named before it (one name per pair)."""
+    import re
+
+    for tools, calls, names in NAMESPACE_CALLS:
+        inputs = [{"role": "user", "content": "u"}, *calls,
+                  *({"type": "function_call_output", "call_id": c["call_id"], "output": "o"} for c in calls)]
+        mine = _compare({"model": "deepseek-v4-pro", "input": inputs, "tools": tools})
+        assert re.findall(r'invoke name="([^"]+)"', mine["prompt"])[-len(calls):] == names, (tools, calls)

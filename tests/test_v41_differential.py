@@ -48,3 +48,19 @@ def test_responses_v41_matches_deepseek_recipe(body):
 @given(messages_v41_requests())
 def test_messages_v41_matches_deepseek_recipe(body):
     _check("messages", body)
+
+
+def test_system_message_images_carry_the_message_path():
+    """Found by the property above: an image in a Messages ``role: "system"`` message is reported at
+    ``messages.{i}`` by deepseek-recipe (a user message's at ``messages.{i}.content[{j}]``); the error
+    for a bad one still names the block."""
+    img = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    body = {"model": "deepseek-v4.1-flash", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": ""}]},
+        {"role": "system", "content": [{"type": "text", "text": "a"}, img, img]}],
+        "tools": [{"name": "0", "input_schema": {"type": "object", "properties": {}}}]}
+    mine = compare("messages", body)
+    assert [s["path"] for s in mine["image_sources"]] == ["messages.1", "messages.1"]
+    bad = {"type": "image", "source": {"type": "url", "url": "ftp://x"}}
+    mine = compare("messages", {**body, "messages": [body["messages"][0], {"role": "system", "content": [{"type": "text", "text": "a"}, bad]}]})
+    assert mine["message"] == 'messages.1.content[1]: invalid url: "ftp://x"'

@@ -274,8 +274,8 @@ class _Walker:
         else:
             for j, b in enumerate(m.content):
                 if isinstance(b, ImageBlock) and self.token is not None:
-                    where = f"messages.{i}.content[{j}]"
-                    pieces.append(_image(b, where, where))
+                    # a system message's images carry the message's path (deepseek-recipe 0.2.0)
+                    pieces.append(_image(b, f"messages.{i}", f"messages.{i}.content[{j}]"))
                 elif isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
                     pieces.append(_media_text(b))
                 elif isinstance(b, ToolAdditionBlock):

@@ -283,8 +283,9 @@ class _Turn:
 class _Walker:
     """Turns input items into messages (see the module docstring for the rules)."""
 
-    def __init__(self, flat_names: dict[tuple[str, str], str], rules: RequestRules) -> None:
+    def __init__(self, flat_names: dict[tuple[str, str], str], rules: RequestRules, used: set[str] | None = None) -> None:
         self.flat_names = flat_names
+        self.used = used if used is not None else set()  # the declared tools' (flat) names
         self.rules = rules
         self.messages: list[Message] = []
         self.turn: _Turn | None = None
@@ -294,6 +295,23 @@ class _Walker:
         self.answered: set[str] = set()
         self.found: list[_ToolEntry] = []  # tools found by tool searches (V4.1), in order
         self.announce: list[str] = []  # their names, announced after the turn's results
+
+    def call_name(self, namespace: str, name: str) -> str:
+        """The flat name a history call in ``namespace`` renders under: the declared tool's, else
+        :func:`flat_name` with the first free suffix ``_1``, ``_2``, … against the declared tools' names
+        and the undeclared pairs named before it (one name per pair; observed in deepseek-recipe 0.2.0)."""
+        key = (namespace, name)
+        known = self.flat_names.get(key)
+        if known is not None:
+            return known
+        base = candidate = flat_name(namespace, name, self.rules.namespaces)
+        n = 0
+        while candidate in self.used:
+            n += 1
+            candidate = f"{base}_{n}"
+        self.used.add(candidate)
+        self.flat_names[key] = candidate
+        return candidate
 
     def close(self) -> None:
         if self.turn is not None:
@@ -340,8 +358,7 @@ class _Walker:
 
     def item(self, i: int, it: Any) -> None:
         if isinstance(it, FunctionCallItem):
-            name = (it.name if it.namespace is None
-                    else self.flat_names.get((it.namespace, it.name)) or flat_name(it.namespace, it.name, self.rules.namespaces))
+            name = it.name if it.namespace is None else self.call_name(it.namespace, it.name)
             self.call(i, ToolCall(it.call_id, name, it.arguments))
         elif isinstance(it, CustomToolCallItem):
             self.call(i, ToolCall(it.call_id, it.name, orjson.dumps({"input": it.input}).decode()))
@@ -400,9 +417,11 @@ def _messages(req: ResponsesRequest, rules: RequestRules) -> tuple[list[Message]
         messages.append(UserMessage(req.input))
         return messages, []
     flat = {}
-    for name, key in namespace_tool_map(req, rules).items():
-        flat.setdefault(key, name)
-    walker = _Walker(flat, rules)
+    entries = _flat_entries(req.tools or (), rules)
+    for e in entries:
+        if e.namespace is not None:
+            flat.setdefault(e.namespace, e.name)
+    walker = _Walker(flat, rules, {e.name for e in entries})
     for i, it in enumerate(req.input or ()):
         walker.item(i, it)
     walker.require_no_pending(len(req.input or ()))
