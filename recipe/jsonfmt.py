@@ -32,6 +32,7 @@ import orjson
 from recipe.errors import RequestError
 
 __all__ = [
+    "surrogate_path",
     "format_float_python",
     "dumps_prompt_python",
     "JSONNumberOutOfRange",
@@ -140,6 +141,41 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
             if t is dict or t is list or (t not in _SCALARS and isinstance(child, (dict, list))):
                 push((child, depth + 1))
     return False
+
+
+def surrogate_path(value: Any) -> str | None:
+    """Field path (``messages[0].content``; keys too: ``metadata.k\\udfff``, the surrogate written as
+    its escape so the path itself is valid Unicode; ``""`` for the value itself)
+    of the first string holding a lone surrogate (U+D800..U+DFFF, which UTF-8 cannot carry and a JSON
+    body cannot send), or None when there is none.
+
+    A dict body built in Python (``json.loads`` of ``"\\ud800"`` gives one) skips the JSON parser that
+    refuses these; one ``orjson.dumps`` pass (C) clears the common case, the walk runs only when it
+    fails. Values that are not JSON types are not looked into (pydantic judges them).
+    """
+    try:
+        orjson.dumps(value)
+        return None
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if _LONE_SURROGATE.search(node):
+                return path
+        elif isinstance(node, dict):
+            for key, child in reversed(list(node.items())):
+                where = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and _LONE_SURROGATE.search(key):  # named by its escape
+                    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", where)
+                stack.append((child, where))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((child, f"{path}[{i}]") for i, child in reversed(list(enumerate(node))))
+    return None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 #: JSON scalar types other than str (a leaf of these types is never a container).

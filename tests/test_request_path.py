@@ -81,3 +81,25 @@ def test_the_default_path_touches_no_file_after_the_first_call(monkeypatch):
         prep = prepare({**body, "messages": [{"role": "user", "content": text}]})
         assert prep.token_ids and prep.token_ids[:2] == first[:2]
     assert calls == []
+
+
+LONE = [  # (api, body as JSON text with a lone-surrogate escape, the field path named)
+    ("chat", '{"model":"deepseek-v4-pro","messages":[{"role":"user","content":"a\\ud800b"}]}', "messages[0].content"),
+    ("responses", '{"model":"deepseek-v4-pro","instructions":"i\\ud800","input":"x"}', "instructions"),
+    ("messages", '{"model":"deepseek-v4-pro","max_tokens":5,"system":"s\\udfff","messages":[{"role":"user","content":"a"}]}', "system"),
+    ("chat", '{"model":"deepseek-v4-pro","messages":[{"role":"user","content":"a"}],"metadata":{"k\\udfff":"v"}}', "metadata.k\\udfff"),
+]
+
+
+@pytest.mark.parametrize("api,text,path", LONE)
+def test_lone_surrogates_are_refused_in_every_body_form(api, text, path):
+    """A dict body (``json.loads`` keeps lone surrogates) is refused as its JSON text is: before,
+    Chat turned the surrogate into U+FFFD ids silently and Responses' output side raised."""
+    with pytest.raises(RequestError) as as_dict:
+        prepare(json.loads(text), api)
+    assert as_dict.value.param == path and as_dict.value.status == 400
+    assert "lone surrogate" in str(as_dict.value)
+    str(as_dict.value).encode("utf-8")  # the message itself is valid Unicode
+    with pytest.raises(RequestError):
+        prepare(text, api)
+    assert jsonfmt.surrogate_path(json.loads(text.replace("\\ud800", "\\ud83d\\ude00").replace("\\udfff", "\\ud83d\\ude00"))) is None

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from recipe.errors import RequestError
-from recipe.jsonfmt import loads_request, nesting_message, too_deep
+from recipe.jsonfmt import loads_request, nesting_message, surrogate_path, too_deep
 
 __all__ = ["WireModel", "U32", "U64", "parse_body", "field_path", "DEPTH_CHECKED"]
 
@@ -76,9 +76,13 @@ def parse_body(model: type[WireModel], body: Any) -> Any:
     """
     if isinstance(body, (bytes, bytearray, memoryview, str)):
         body = loads_request(bytes(body) if not isinstance(body, str) else body)
-    elif DEPTH_CHECKED.get() != id(body) and too_deep(body):  # a dict body gets the JSON body's limit
-        message, path = nesting_message(body)
-        raise RequestError(f"invalid request body: {message}", param=path, stage="parse")
+    elif DEPTH_CHECKED.get() != id(body):  # a dict body gets the JSON body's rules: its depth limit,
+        if too_deep(body):  # and no lone surrogates (the JSON parser refuses their escapes)
+            message, path = nesting_message(body)
+            raise RequestError(f"invalid request body: {message}", param=path, stage="parse")
+        if (path := surrogate_path(body)) is not None:
+            raise RequestError(f"invalid request body: lone surrogate in a string at {path or 'the body'} "
+                               "(not valid Unicode; UTF-8 cannot carry it)", param=path or None, stage="parse")
     if not isinstance(body, dict):
         raise RequestError("invalid request body: expected a JSON object", stage="parse")
     try:
