@@ -103,3 +103,30 @@ def test_lone_surrogates_are_refused_in_every_body_form(api, text, path):
     with pytest.raises(RequestError):
         prepare(text, api)
     assert jsonfmt.surrogate_path(json.loads(text.replace("\\ud800", "\\ud83d\\ude00").replace("\\udfff", "\\ud83d\\ude00"))) is None
+
+
+# (schema, strict): a strict schema is re-built, not checked against the meta-schema (as deepseek-recipe),
+# so a bad keyword value is refused only for a non-strict tool
+BAD_SCHEMAS = [(p, strict) for p in ({"type": "object", "properties": {"a": {"type": "strange"}}}, "notobj") for strict in (False, True)]
+BAD_SCHEMAS.append(({"type": "object", "minimum": "x"}, False))
+
+
+@pytest.mark.parametrize("schema,strict", BAD_SCHEMAS)
+@pytest.mark.parametrize("api,body,path", [
+    ("chat", lambda p, s: {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}],
+                           "tools": [{"type": "function", "function": {"name": "f", "parameters": p, "strict": s}}]},
+     "tools[0].function.parameters"),
+    ("responses", lambda p, s: {"model": "deepseek-v4-pro", "input": "x",
+                                "tools": [{"type": "function", "name": "g", "parameters": {"type": "object"}},
+                                          {"type": "function", "name": "f", "parameters": p, "strict": s}]},
+     "tools[1].parameters"),
+])
+def test_an_invalid_tool_schema_names_the_tools_parameters(api, body, path, schema, strict):
+    """The schema rules (deepseek-recipe's messages) name no field; the error names the tool's
+    ``parameters``, as Messages names ``tools.0.input_schema``."""
+    from recipe.options import Options
+
+    opts = Options(mixed_strict_tools="accept")
+    with pytest.raises(RequestError) as err:
+        prepare(body(schema, strict), api, options=opts)
+    assert err.value.param == path and err.value.status == 400 and "schema" in err.value.message.lower()

@@ -259,15 +259,22 @@ def _build_tool(
 ) -> ToolDefinition:
     if check_name:
         _check_name_pattern(name, field)
-    if strict and normalize_strict:
-        # strict schemas are only re-built (no meta-schema check), absent ones as the empty object
-        parameters = normalize_strict_schema({"type": "object"} if parameters is None else parameters, tool_name=name)
-    elif parameters is None:
-        parameters = {}
-    else:
-        from recipe.schema.validation import validate_tool_parameters  # jsonschema: loaded when a tool needs it
+    try:
+        if strict and normalize_strict:
+            # strict schemas are only re-built (no meta-schema check), absent ones as the empty object
+            parameters = normalize_strict_schema({"type": "object"} if parameters is None else parameters, tool_name=name)
+        elif parameters is None:
+            parameters = {}
+        else:
+            from recipe.schema.validation import validate_tool_parameters  # jsonschema: loaded when a tool needs it
 
-        validate_tool_parameters(parameters, name)
+            validate_tool_parameters(parameters, name)
+    except RequestError as err:
+        if err.param is not None:
+            raise
+        # the schema rules name no field: the tool's parameters (``tools[0].function.parameters``)
+        where = f"{field.removesuffix('.name')}.parameters" if field.endswith(".name") else None
+        raise RequestError(err.message, param=where, status=err.status, stage=err.stage) from None
     return ToolDefinition(name=name, description=description, parameters=parameters, strict=strict)
 
 
