@@ -285,6 +285,23 @@ def test_cli_complete_check(tmp_path, capsys):
     assert re.search(r"output check failed at token \d+: token \d+ \('\"", out.err)
 
 
+def test_a_grammar_that_does_not_compile_is_a_named_error(tmp_path, capsys):
+    """An invalid response_format regex (accepted by prepare, as deepseek-recipe accepts it) makes no
+    grammar: check_output raises GrammarCompileError (a ValueError) and ``complete --check`` exits 1
+    with the reason, not an internal error (found by a new-user hostile test)."""
+    pytest.importorskip("llguidance")
+    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}],
+            "response_format": {"type": "regex", "regex": "(["}}
+    prep = recipe.prepare(body)
+    with pytest.raises(constrain.GrammarCompileError, match="invalid regex"):
+        recipe.check_output(prep, [1])
+    text = tmp_path / "abc.txt"
+    text.write_text("abc<｜end▁of▁sentence｜>")
+    assert main(["complete", "--request", _write(tmp_path, body), "--text", str(text), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "--check: grammar does not compile" in err and "internal error" not in err
+
+
 def test_cli_grammar_runs_as_a_command():
     out = subprocess.run([sys.executable, "-m", "recipe", "grammar", "--example", "weather", "--format", "json"],
                          capture_output=True, text=True, timeout=120)

@@ -120,7 +120,8 @@ def _check(prep: Any, ids: list[int], tok: Any) -> int:
 
     try:
         res = check_output(prep, ids, tokenizer=tok)
-    except ImportError as exc:
+    except (ImportError, ValueError) as exc:  # no llguidance; a family without a grammar; a request value
+        # the grammar cannot express (GrammarCompileError: an invalid regex or pattern)
         raise Failure(f"--check: {exc}") from None
     if res.ok:
         print("recipe: output check: ok", file=sys.stderr)

@@ -33,7 +33,7 @@ from recipe.tokenizer import MissingSpecialTokenError, Tokenizer
 if TYPE_CHECKING:
     import numpy
 
-__all__ = ["GRAMMAR_VERSION", "OutputCheck", "OutputMatcher", "check_output", "grammar_for", "output_grammar"]
+__all__ = ["GRAMMAR_VERSION", "GrammarCompileError", "OutputCheck", "OutputMatcher", "check_output", "grammar_for", "output_grammar"]
 
 #: Bumped when the grammar a spec produces changes (part of every cache key).
 GRAMMAR_VERSION = "1"
@@ -158,6 +158,12 @@ def ll_tokenizer(tokenizer: Tokenizer) -> Any:
     return hit
 
 
+class GrammarCompileError(ValueError):
+    """The request's output grammar does not compile (llguidance's first error line): a request
+    value the grammar cannot express, e.g. an invalid ``response_format`` regex or schema ``pattern``
+    (the request itself is accepted, as deepseek-recipe accepts it; only constraining fails)."""
+
+
 def _new_matcher(grammar: OutputGrammar, tokenizer: Tokenizer) -> Any:
     """A fresh llguidance matcher (a copy of the cached compiled one)."""
     proto = _lru_get(_compiled, grammar.key)
@@ -165,7 +171,7 @@ def _new_matcher(grammar: OutputGrammar, tokenizer: Tokenizer) -> Any:
         llg = _llguidance()
         proto = llg.LLMatcher(ll_tokenizer(tokenizer), llg.LLMatcher.grammar_from_lark(grammar.lark), log_level=0)
         if proto.is_error():
-            raise ValueError(f"grammar does not compile: {_first_line(proto.get_error())}")
+            raise GrammarCompileError(f"grammar does not compile: {_first_line(proto.get_error())}")
         _lru_put(_compiled, grammar.key, proto)
     return proto.deep_copy()
 
@@ -189,7 +195,8 @@ class OutputMatcher:
 
     Raises:
         ImportError: llguidance is not installed (``pip install 'recipe[constrain]'``).
-        ValueError: as :func:`output_grammar`; a grammar that does not compile.
+        ValueError: as :func:`output_grammar`; :class:`GrammarCompileError` (a ValueError) for a
+            grammar that does not compile.
         MissingSpecialTokenError: the vocabulary is not the model family's (it lacks a special token
             the family's template emits: DeepSeek-V4.1 with the embedded DeepSeek-V4 vocabulary), so
             its ids and masks would not be the model's; the message says how to supply it.
