@@ -162,20 +162,17 @@ def surrogate_path(value: Any) -> str | None:
     while stack:
         node, path = stack.pop()
         if isinstance(node, str):
-            if _LONE_SURROGATE.search(node):
+            if _SURROGATE_RE.search(node):
                 return path
         elif isinstance(node, dict):
             for key, child in reversed(list(node.items())):
                 where = f"{path}.{key}" if path else str(key)
-                if isinstance(key, str) and _LONE_SURROGATE.search(key):  # named by its escape
-                    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", where)
+                if isinstance(key, str) and _SURROGATE_RE.search(key):  # named by its escape
+                    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", where)
                 stack.append((child, where))
         elif isinstance(node, (list, tuple)):
             stack.extend((child, f"{path}[{i}]") for i, child in reversed(list(enumerate(node))))
     return None
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 #: JSON scalar types other than str (a leaf of these types is never a container).

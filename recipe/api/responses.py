@@ -129,6 +129,16 @@ def _check_name(name: str, path: str, options: Options) -> None:
     common.check_tool_name(name, path, options)
 
 
+def _first_free(base: str, used: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2``, … — the first not in ``used``; added to ``used``."""
+    candidate, n = base, 0
+    while candidate in used:
+        n += 1
+        candidate = f"{base}_{n}"
+    used.add(candidate)
+    return candidate
+
+
 def _flat_entries(tools: Sequence[Any], rules: RequestRules = _V4_RULES, prefix: str = "", deferred: bool = False) -> list[_ToolEntry]:
     """Function tools in request order with namespace tools flattened (:func:`flat_name` in the
     family's style, ``rules.namespaces``); ``prefix`` starts the field paths (``input[3].`` for the
@@ -151,12 +161,7 @@ def _flat_entries(tools: Sequence[Any], rules: RequestRules = _V4_RULES, prefix:
             for j, inner in enumerate(t.tools):
                 if not isinstance(inner, FunctionTool):
                     continue
-                base = candidate = flat_name(t.name, inner.name, rules.namespaces)
-                n = 0
-                while candidate in used:
-                    n += 1
-                    candidate = f"{base}_{n}"
-                used.add(candidate)
+                candidate = _first_free(flat_name(t.name, inner.name, rules.namespaces), used)
                 description = _flat_description(t.description, inner.description, rules.namespaces)
                 out.append(_ToolEntry(
                     candidate, description, inner.parameters, inner.strict, f"{prefix}tools[{k}].tools[{j}].name", (t.name, inner.name), deferred
@@ -283,9 +288,9 @@ class _Turn:
 class _Walker:
     """Turns input items into messages (see the module docstring for the rules)."""
 
-    def __init__(self, flat_names: dict[tuple[str, str], str], rules: RequestRules, used: set[str] | None = None) -> None:
+    def __init__(self, flat_names: dict[tuple[str, str], str], rules: RequestRules, used: set[str]) -> None:
         self.flat_names = flat_names
-        self.used = used if used is not None else set()  # the declared tools' (flat) names
+        self.used = used  # the declared tools' (flat) names, then the undeclared pairs' as they are named
         self.rules = rules
         self.messages: list[Message] = []
         self.turn: _Turn | None = None
@@ -304,12 +309,7 @@ class _Walker:
         known = self.flat_names.get(key)
         if known is not None:
             return known
-        base = candidate = flat_name(namespace, name, self.rules.namespaces)
-        n = 0
-        while candidate in self.used:
-            n += 1
-            candidate = f"{base}_{n}"
-        self.used.add(candidate)
+        candidate = _first_free(flat_name(namespace, name, self.rules.namespaces), self.used)
         self.flat_names[key] = candidate
         return candidate
 
