@@ -155,7 +155,13 @@ def prepare(
     if store is not None and api == "responses":
         from recipe.store.conversations import expand_request  # sqlite3: loaded by store users only
 
-        body = expand_request(body, store)
+        sent, body = body, expand_request(body, store)
+        try:
+            return prepare(body, api=api, options=options, tokenizer=tokenizer, cache=cache, prompt_cache=prompt_cache)
+        except RequestError as err:  # paths said against the request the client sent
+            from recipe.store.conversations import relocate_error
+
+            raise relocate_error(err, sent, body) from None
     load = ADAPTERS.get(api)
     if load is None:
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)

@@ -60,6 +60,48 @@ def test_unknown_previous_response_is_openai_400():
     assert "resp_nope" in err.message
 
 
+def _stored(store, rid: str, inputs: list, outputs: list) -> None:
+    remember(store, {"model": "deepseek-v4-pro", "input": inputs}, {"id": rid, "output": outputs, "model": "m", "created_at": 1})
+
+
+@pytest.mark.parametrize(
+    "own_input, param, in_message",
+    [
+        ([{"role": "user", "content": 5}], "input[0].content", None),
+        ([{"role": "user", "content": "ok"}, {"type": "function_call_output", "call_id": "nope", "output": "x"}],
+         "input[1].call_id", "nope"),
+        ([{"role": "user", "content": "a"},
+          {"role": "assistant", "content": [{"type": "output_text", "text": "x"}, {"type": "input_image", "image_url": "https://x/a.png"}]}],
+         "input[1].content", "input[1]:"),  # DeepSeek-V4.1 refuses it, with the path in the message
+    ],
+)
+def test_errors_in_the_new_input_name_the_request_s_own_index(own_input, param, in_message):
+    """The stored history (3 items) goes in front of the request's input; an error in the request's
+    own items names the index the client sent, exactly as the same items without history would."""
+    store = MemoryStore()
+    _stored(store, "resp_1", [{"role": "user", "content": "hi"}, {"role": "user", "content": "again"}],
+            [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "yo"}]}])
+    with pytest.raises(RequestError) as chained:
+        prepare({"model": "DeepSeek-V4.1-Flash", "previous_response_id": "resp_1", "input": own_input}, "responses", store=store)
+    with pytest.raises(RequestError) as alone:
+        prepare({"model": "DeepSeek-V4.1-Flash", "input": own_input}, "responses")
+    assert chained.value.param == alone.value.param
+    assert chained.value.param.startswith(param)
+    assert chained.value.message == alone.value.message
+    if in_message:
+        assert in_message in chained.value.message
+
+
+def test_an_error_inside_the_stored_history_is_reported_on_previous_response_id():
+    store = MemoryStore()
+    _stored(store, "resp_1", [{"type": "function_call_output", "call_id": "zz", "output": "x"}], [])
+    with pytest.raises(RequestError) as info:
+        prepare({"model": "deepseek-v4-pro", "previous_response_id": "resp_1", "input": "hi"}, "responses", store=store)
+    err = info.value
+    assert err.param == "previous_response_id"
+    assert "zz" in err.message and "stored conversation" in err.message
+
+
 def test_store_false_is_not_saved_and_input_string_is_a_user_item():
     store = MemoryStore()
     assert not remember(store, {"input": "x", "store": False}, {"id": "r1", "output": []})

@@ -12,6 +12,7 @@ reached raises :class:`StoreUnavailable`, never a wrong or missing record.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -36,6 +37,7 @@ __all__ = [
     "ScopedStore",
     "history",
     "expand_request",
+    "relocate_error",
     "remember",
     "MAX_CHAIN",
 ]
@@ -262,6 +264,35 @@ def expand_request(body: Mapping[str, Any], store: ConversationStore) -> dict[st
     if not isinstance(prev, str) or not prev:
         raise RequestError("Invalid 'previous_response_id': expected a non-empty string.", param="previous_response_id", stage="parse")
     return {**body, "input": history(store, prev) + _input_items(body.get("input"))}
+
+
+_INPUT_INDEX = re.compile(r"\binput\[(\d+)\]")
+
+
+def relocate_error(err: RequestError, body: Mapping[str, Any], expanded: Mapping[str, Any]) -> RequestError:
+    """``err`` (raised for the :func:`expand_request` result ``expanded``) with its field paths said
+    against the request the client sent (``body``).
+
+    The stored history sits in front of the client's own ``input``, so an error at ``input[k]`` of
+    the expanded body is at ``input[k - n]`` of the request (``n``: the history's item count); an
+    error inside the stored history itself is reported on ``previous_response_id``, naming the
+    stored item. Both the ``param`` and any ``input[k]`` in the message are rewritten. An error
+    without an ``input[k]`` path is returned unchanged.
+    """
+    n = len(_input_items(expanded.get("input"))) - len(_input_items(body.get("input")))
+    if n <= 0 or err.param is None:
+        return err
+    m = _INPUT_INDEX.match(err.param)
+    if m is None:
+        return err
+    k = int(m.group(1))
+    if k < n:
+        msg = _INPUT_INDEX.sub(lambda g: f"stored conversation item {g.group(1)}", err.message)
+        if msg == err.message:
+            msg = f"{err.message} (in the stored conversation, item {k} of {n})"
+        return replace(err, message=msg, param="previous_response_id")
+    shift = lambda g: f"input[{int(g.group(1)) - n}]" if int(g.group(1)) >= n else g.group(0)  # noqa: E731
+    return replace(err, message=_INPUT_INDEX.sub(shift, err.message), param=_INPUT_INDEX.sub(shift, err.param))
 
 
 def remember(store: ConversationStore, body: Mapping[str, Any], response: Mapping[str, Any]) -> bool:
