@@ -304,3 +304,24 @@ def test_validation_errors_name_the_field_in_each_apis_shape():
         assert "messages.0.content.0.tool_use_id" in ainfo.value.body["error"]["message"]
         assert engine.played == 0  # nothing reached the engine
         assert _oai(s.url).chat.completions.create(**CHAT).choices[0].message.content == ANSWER
+
+
+def test_an_engine_failing_after_the_end_of_sentence_leaves_the_answer_whole():
+    """The engine sends the answer and EOS, then fails: the turn was complete, so both the streamed and
+    the non-streamed answer are the whole answer (neither waits for the engine past EOS), and the
+    engine request is closed."""
+    engine = ReplayEngine(load_turns([{"text": ANSWER + EOS, "finish": "error", "message": "boom after EOS"}]))
+    with running(recipe.serve.app(engine)) as s:
+        c = _oai(s.url).chat.completions.create(**CHAT)
+        assert c.choices[0].message.content == ANSWER and c.choices[0].finish_reason == "stop"
+        text = "".join(ch.choices[0].delta.content or "" for ch in _oai(s.url).chat.completions.create(**CHAT, stream=True)
+                       if ch.choices)
+        assert text == ANSWER and engine.active == 0
+
+
+def test_an_engine_failing_before_the_end_of_sentence_is_an_error():
+    engine = ReplayEngine(load_turns([{"text": ANSWER, "finish": "error", "message": "boom mid-answer"}]))
+    with running(recipe.serve.app(engine)) as s:
+        with pytest.raises(openai.APIStatusError) as info:
+            _oai(s.url).chat.completions.create(**CHAT)
+        assert info.value.status_code == 502 and "boom mid-answer" in info.value.message

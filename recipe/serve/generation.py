@@ -359,6 +359,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
     watch = CompletionStream(prep, response_id=job.response_id, tokenizer=job.tokenizer) if prep.parsing.stop_sequences else None
     usage = _Usage(len(prep.token_ids), -1)
     finish = "stop"
+    stops = frozenset(prep.engine.stop_token_ids) if prep.engine is not None else frozenset()
     try:
         d = await _first(job, it)
         guard.touch()
@@ -374,6 +375,8 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
                         lps = None
                 if watch is not None:
                     watch.push(d.token_ids)
+                if not stops.isdisjoint(d.token_ids):  # the model ended its turn (EOS): the answer is
+                    break  # complete, as the streamed path stops there too; what the engine does next is moot
             if d.finish is not None:
                 if d.finish not in ("stop", "length"):
                     raise _delta_error(d)
