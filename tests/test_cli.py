@@ -55,6 +55,25 @@ def test_rejected_request_exit_1_with_api_error(tmp_path, capsys):
     assert "rejected" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["render", "{f}", "--json"], ["grammar", "{f}"], ["complete", "--request", "{f}", "--text", "{t}"],
+     ["cache", "keys", "{f}"], ["cache", "diff", "{f}", "{f}"]],
+)
+def test_every_command_reports_a_rejected_request_the_same_way(argv, tmp_path, capsys):
+    """README's CLI rule: exit 1, the API's error JSON (indented) on stdout, one line on stderr."""
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(BAD["request"]))
+    t = tmp_path / "answer.txt"
+    t.write_text("hi")
+    code, out, err = run([a.replace("{f}", str(f)).replace("{t}", str(t)) for a in argv], capsys)
+    assert code == 1
+    error = json.loads(out)["error"]
+    assert error["message"] == BAD["error"]["body"]["error"]["message"] and error["param"] == "tool_choice"
+    assert out.startswith('{\n  "error": {')
+    assert "rejected" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
 def test_unknown_model_names_supported_ones(tmp_path, capsys):
     f = tmp_path / "m.json"
     f.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}))

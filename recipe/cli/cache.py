@@ -5,7 +5,8 @@ the ``load_prompt_ids`` callback, or JSON objects ``{"model": ..., "token_ids": 
 ``"boundaries": [[message index, start, end], ...]``, ``"tokenizer"``: fingerprint) read directly.
 ``--tokenizer PATH`` (before or after the subcommand) picks the vocabulary for request files and
 the native keys' fingerprint. The key schemes load on first use (not when the command line is
-parsed). Exit status: 0 ok, 1 bad input file, 2 usage.
+parsed). Exit status: 0 ok, 1 bad input file or a rejected request (the API's error JSON on
+standard output, the reason on standard error, as every command), 2 usage.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from recipe.cli.common import Rejected, print_rejection
 
 if TYPE_CHECKING:
     from recipe.cache.index import TraceRequest
@@ -79,6 +82,8 @@ def _load(path: str, load_prompt_ids: LoadPromptIds | None, tokenizer: str | Non
         raise _BadInput(f"{path}: not a {{\"token_ids\": [...]}} object")
     try:
         model, ids, boundaries = load_prompt_ids(path) if tokenizer is None else load_prompt_ids(path, tokenizer=tokenizer)
+    except Rejected as rej:  # a request the API refuses: reported as every command reports one
+        raise Rejected(rej.body, f"{rej.line} [{path}]") from None
     except Exception as exc:  # the callback's own errors: a bad request file
         raise _BadInput(f"{path}: {exc}") from None
     return model, list(ids), list(boundaries or []), None
@@ -237,6 +242,8 @@ def _runner(cmd: Callable[[argparse.Namespace, LoadPromptIds | None], int], load
     def run(ns: argparse.Namespace) -> int:
         try:
             return cmd(ns, load)
+        except Rejected as rej:
+            return print_rejection(rej)
         except (_BadInput, ValueError) as exc:  # ValueError: ids or sizes the key schemes refuse
             print(f"recipe cache: {exc}", file=sys.stderr)
             return 1

@@ -160,8 +160,8 @@ def prepare_request(raw: bytes, api: str, tokenizer: Tokenizer | None, model: st
         if api == "auto":
             api = detect_api(body)
             if api == "chat" and ambiguous_chat(body):
-                print("recipe: read as a Chat Completions request (--api auto); it is also a valid Messages "
-                      "body: pass --api messages to read it as one", file=sys.stderr)
+                print("recipe: read as a Chat Completions request (--api auto); its shape fits the Messages API "
+                      "too: pass --api messages to read it as one", file=sys.stderr)
         if model:
             body = {**body, "model": model}
         return prepare(body, api, tokenizer=tokenizer)
@@ -174,12 +174,11 @@ def load_prompt_ids(path: str, tokenizer: str | None = None) -> tuple[str, list[
     vocabulary at ``tokenizer`` (default: the model family's).
 
     Raises:
-        Failure / Usage: the file cannot be read; RequestError: the request is invalid.
+        Failure / Usage: the file cannot be read; Rejected: the request is invalid (the API's error body).
     """
-    from recipe.pipeline import prepare
     from recipe.prompt import message_token_spans
 
     tok = tokenizer_from(tokenizer) if tokenizer is not None else None
-    prep = prepare(read_input(path, None), tokenizer=tok)
+    prep = prepare_request(read_input(path, None), "auto", tok)
     tok = tok if tok is not None else family_tokenizer(prep.model)
     return prep.model, prep.token_ids, message_token_spans(tok, prep.prompt)

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from recipe.cli.common import Failure, Rejected, dump, prepare_request, read_input, tokenizer_from
+from recipe.cli.common import Failure, Rejected, dump, prepare_request, print_rejection, read_input, tokenizer_from
 
 __all__ = ["register"]
 
@@ -26,7 +26,6 @@ FORMATS = ("lark", "structural-tag", "json")
 
 
 def _cmd_grammar(ns: argparse.Namespace) -> int:
-    from recipe.jsonfmt import dumps_wire
     from recipe.schema.constrain import output_grammar
 
     tok = tokenizer_from(getattr(ns, "tokenizer", None))
@@ -34,10 +33,7 @@ def _cmd_grammar(ns: argparse.Namespace) -> int:
     try:
         prep = prepare_request(raw, ns.api, tok)
     except Rejected as rej:
-        sys.stdout.buffer.write(dumps_wire(rej.body) + b"\n")
-        sys.stdout.flush()
-        print(rej.line, file=sys.stderr)
-        return 1
+        return print_rejection(rej)
     try:
         g = output_grammar(prep, ns.args, tokenizer=tok)
     except ValueError as exc:
