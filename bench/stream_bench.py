@@ -72,18 +72,27 @@ class StreamBench:
     note: str = ""
 
 
-def run_ours(spec: StreamBench, prep: Any, ids: list[int], per_token: bool) -> tuple[float, int]:
-    """One run of our stream over ``ids``: (seconds, SSE bytes), stream construction included."""
+def run_ours(spec: StreamBench, prep: Any, ids: list[int], per_token: bool, payloads: bool = False) -> tuple[float, int]:
+    """One run of our stream over ``ids``: (seconds, SSE bytes), stream construction included.
+    Each push gives its SSE bytes with ``push_sse`` (a server that only sends bytes), or with
+    ``sse(push(…))`` when ``payloads`` (a server that also reads the payload dicts); same bytes."""
     t0 = time.perf_counter()
     cs = CompletionStream(prep, seed=0, created=1, prompt_tokens=10, model="m", response_id=spec.response_id)
     sse = cs.sse
     n = len(sse(cs.start()))
-    if per_token:
+    if payloads:
         push = cs.push
+        if per_token:
+            for i in ids:
+                n += len(sse(push((i,))))
+        else:
+            n += len(sse(push(ids)))
+    elif per_token:
+        push_sse = cs.push_sse
         for i in ids:
-            n += len(sse(push((i,))))
+            n += len(push_sse((i,)))
     else:
-        n += len(sse(cs.push(ids)))
+        n += len(cs.push_sse(ids))
     n += len(sse(cs.finish("stop")))
     return time.perf_counter() - t0, n
 
@@ -117,7 +126,7 @@ def run_theirs(spec: StreamBench, tok: Any, body: dict, ids: list[int], per_toke
 
 
 def _runs(spec: StreamBench, reps: int, prep: Any, dtok: Any, body: dict, ids: list[int],
-          per_token: bool) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+          per_token: bool, payloads: bool = False) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
     """``reps`` rounds, each running ours and the anchor back to back (alternating which goes
     first), so load changes on the shared machine hit both sides of a round alike."""
     ours: list[tuple[float, int]] = []
@@ -125,7 +134,7 @@ def _runs(spec: StreamBench, reps: int, prep: Any, dtok: Any, body: dict, ids: l
     for r in range(reps):
         if dr is not None and r % 2:
             theirs.append(run_theirs(spec, dtok, body, ids, per_token))
-        ours.append(run_ours(spec, prep, ids, per_token))
+        ours.append(run_ours(spec, prep, ids, per_token, payloads))
         if dr is not None and not r % 2:
             theirs.append(run_theirs(spec, dtok, body, ids, per_token))
     return ours, theirs
@@ -145,6 +154,8 @@ def main(spec: StreamBench, doc: str) -> None:
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON (bench/report.py)")
+    ap.add_argument("--payloads", action="store_true",
+                    help="time sse(push(ids)) (payload dicts, then their frames) instead of push_sse(ids)")
     args = ap.parse_args()
     tok = load_tokenizer()
     dtok = anchor.tokenizer() if dr else None
@@ -156,7 +167,7 @@ def main(spec: StreamBench, doc: str) -> None:
     for name, (body, ids) in outputs.items():
         prep = prepare(body, spec.api)
         for per_token in (True, False):
-            ours, theirs = _runs(spec, args.reps, prep, dtok, body, ids, per_token)
+            ours, theirs = _runs(spec, args.reps, prep, dtok, body, ids, per_token, args.payloads)
             row = Row(f"{name} {'one' if per_token else 'all'}", target=2.0 if equal_work(name) else None)
             line = f"{name:9} {'one' if per_token else 'all':4} {len(ids):6} | "
             if dr is not None:
@@ -170,7 +181,8 @@ def main(spec: StreamBench, doc: str) -> None:
                          "ours_bytes": ours[0][1], "theirs_bytes": theirs[0][1] if theirs else None,
                          "equal_work": equal_work(name)} if dr is not None else {"output": name})
             print(line, flush=True)
-    print(f"{args.reps} rounds, sides interleaved; median [min–max]; bytes = SSE bytes produced {spec.note}")
+    print(f"{args.reps} rounds, sides interleaved; median [min–max]; bytes = SSE bytes produced; ours by "
+          f"{'sse(push(ids))' if args.payloads else 'push_sse(ids)'} {spec.note}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"api": spec.api, "rounds": args.reps, "load": os.getloadavg(), "rows": rows}, f, indent=1)

@@ -40,6 +40,8 @@ from recipe.output.events import (
     sse_done,
 )
 
+from recipe.api.encoder import HOLE, frame_template
+
 if TYPE_CHECKING:
     from recipe.api.encoder import ChannelLogprobs, ResponseMeta, TokenLogprob
     from recipe.api.prepared import PreparedRequest
@@ -83,7 +85,7 @@ class ChatEncoder:
 
     id_prefix: ClassVar[str] = "chatcmpl-"
 
-    __slots__ = ("_meta", "_thinking", "_reasoning_first", "_usage_null", "_head")
+    __slots__ = ("_meta", "_thinking", "_reasoning_first", "_usage_null", "_head", "_tpl")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta) -> None:
         req = prep.request
@@ -105,6 +107,9 @@ class ChatEncoder:
         }
         if self._usage_null:
             self._head["usage"] = None
+        # delta frame templates (delta_sse): -1 reasoning, -2 content, i >= 0 call i's arguments;
+        # () when the template is ambiguous
+        self._tpl: dict[int, tuple[bytes, ...]] = {}
 
     # ------------------------------------------------------------------ chunks
 
@@ -121,21 +126,21 @@ class ChatEncoder:
             return [self._chunk({"role": "assistant", "content": "", "reasoning_content": None})]
         return [self._chunk({"role": "assistant", "content": ""})]
 
+    def _reasoning(self, text: str) -> dict[str, Any]:
+        return {"content": None, "reasoning_content": text}
+
+    def _text(self, text: str) -> dict[str, Any]:
+        return {"content": text, "reasoning_content": None} if self._thinking else {"content": text}
+
+    @staticmethod
+    def _arguments(index: int, text: str) -> dict[str, Any]:
+        return {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
+
     def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
         """One chunk per delta / tool-call start; ``ToolCallEnd`` and ``Finish`` produce nothing here.
         ``logprobs`` go on the first content or reasoning chunk."""
         chunk = self._chunk
-        if len(events) == 1 and not logprobs:  # fast path: one delta per token
-            ev = events[0]
-            t = type(ev)
-            if t is ReasoningDelta:
-                return [chunk({"content": None, "reasoning_content": ev.text})]
-            if t is TextDelta:
-                return [chunk({"content": ev.text, "reasoning_content": None} if self._thinking else {"content": ev.text})]
-            if t is ToolCallArgumentsDelta:
-                return [chunk({"tool_calls": [{"index": ev.index, "function": {"arguments": ev.text}}]})]
         out: list[dict[str, Any]] = []
-        thinking = self._thinking
         pending = logprobs
         for ev in events:
             t = type(ev)
@@ -143,18 +148,42 @@ class ChatEncoder:
                 lp = None
                 if pending:
                     lp, pending = {"content": [_lp(e) for e in pending]}, None
-                out.append(chunk({"content": ev.text, "reasoning_content": None} if thinking else {"content": ev.text}, None, lp))
+                out.append(chunk(self._text(ev.text), None, lp))
             elif t is ToolCallArgumentsDelta:
-                out.append(chunk({"tool_calls": [{"index": ev.index, "function": {"arguments": ev.text}}]}))
+                out.append(chunk(self._arguments(ev.index, ev.text)))
             elif t is ReasoningDelta:
                 lp = None
                 if pending:
                     lp, pending = {"reasoning_content": [_lp(e) for e in pending]}, None
-                out.append(chunk({"content": None, "reasoning_content": ev.text}, None, lp))
+                out.append(chunk(self._reasoning(ev.text), None, lp))
             elif t is ToolCallStart:
                 call = {"index": ev.index, "id": ev.id, "type": "function", "function": {"name": ev.name, "arguments": ""}}
                 out.append(chunk({"tool_calls": [call]}))
         return out
+
+    def delta_sse(self, event: OutputEvent) -> bytes | None:
+        """The frame of one reasoning, content or argument delta, from a per-stream template
+        (:func:`~recipe.api.encoder.frame_template`: the chunk's constant bytes around the JSON of
+        the text); byte for byte ``frame(on_events([event])[0])``. None for other events."""
+        t = type(event)
+        if t is ReasoningDelta:
+            key = -1
+        elif t is TextDelta:
+            key = -2
+        elif t is ToolCallArgumentsDelta:
+            key = event.index
+        else:
+            return None
+        tpl = self._tpl.get(key)
+        if tpl is None:
+            delta = self._reasoning(HOLE) if key == -1 else self._text(HOLE) if key == -2 else self._arguments(key, HOLE)
+            tpl = self._tpl[key] = frame_template(self.frame(self._chunk(delta)), 1) or ()
+        if not tpl:
+            return None
+        try:
+            return tpl[0] + _orjson_dumps(event.text) + tpl[1]
+        except TypeError:  # a lone surrogate: the general path's fallback printer
+            return None
 
     def _usage(self, completion: int, reasoning: int) -> dict[str, Any]:
         m = self._meta

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from recipe.output.events import Finish, OutputEvent, ParsedOutput
 
-__all__ = ["ResponseMeta", "TokenLogprob", "ChannelLogprobs", "StreamEncoder", "new_response_id"]
+__all__ = ["ResponseMeta", "TokenLogprob", "ChannelLogprobs", "StreamEncoder", "new_response_id", "HOLE", "frame_template"]
 
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -108,8 +108,31 @@ class StreamEncoder(Protocol):
         """The terminator frame sent after the last payload, or None if the API has none."""
         ...
 
+    def delta_sse(self, event: OutputEvent) -> bytes | None:
+        """The SSE bytes of one text, reasoning or argument delta that the open block / item / call
+        takes as it is (the steady state of a stream), with the state updates of :meth:`on_events`;
+        exactly ``b"".join(map(self.frame, self.on_events([event])))``. None, with nothing changed,
+        when the event needs :meth:`on_events` (it opens or closes something, or is another kind)."""
+        ...
+
 
 def new_response_id(prefix: str, seed: int | str | None = None) -> str:
     """``prefix`` + 29 characters ``[A-Za-z0-9]``; the same seed gives the same id, None a fresh one."""
     rng: random.Random = random.SystemRandom() if seed is None else random.Random(f"response-id:{seed}")
     return prefix + "".join(rng.choices(_ALNUM, k=29))
+
+
+#: Stands for a value in a payload template (:func:`frame_template`): private-use characters that
+#: orjson writes as they are, so the template's frame holds it as ``"<HOLE>"``.
+HOLE = "\ue000recipe:hole\ue001"
+_HOLE_JSON = b'"' + HOLE.encode() + b'"'
+
+
+def frame_template(frame: bytes, holes: int) -> tuple[bytes, ...] | None:
+    """Split the SSE ``frame`` of a payload whose variable values were :data:`HOLE` into the
+    ``holes + 1`` constant parts around them, so that a frame of the same payload with other values
+    is ``parts[0] + json(v1) + parts[1] + …`` (the values' compact JSON: orjson writes a string or
+    an integer the same way alone as inside an object). None when the split is ambiguous (a
+    constant value such as the model name contains :data:`HOLE`)."""
+    parts = tuple(frame.split(_HOLE_JSON))
+    return parts if len(parts) == holes + 1 else None

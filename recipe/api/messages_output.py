@@ -41,6 +41,8 @@ from recipe.output.events import (
     ToolCallStart,
 )
 
+from recipe.api.encoder import HOLE, frame_template
+
 if TYPE_CHECKING:
     from recipe.api.encoder import ChannelLogprobs, ResponseMeta, TokenLogprob
     from recipe.api.prepared import PreparedRequest
@@ -118,7 +120,7 @@ class MessagesEncoder:
     id_prefix: ClassVar[str] = "msg_"
 
     __slots__ = ("_meta", "_signature", "_thinking_first", "_thinking_tokens", "_usage",
-                 "_kind", "_index", "_pinged", "_tool_blocks", "_layout", "_run", "_held")
+                 "_kind", "_index", "_pinged", "_tool_blocks", "_layout", "_run", "_held", "_tpl")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta, *, signature: str | None = None,
                  thinking_tokens: bool = False) -> None:
@@ -138,6 +140,7 @@ class MessagesEncoder:
         self._layout: list[list[int]] = []
         self._run: list[int] | None = None  # the open thinking/text layout entry
         self._held: list[OutputEvent] = []  # text that arrived inside an open tool call
+        self._tpl: dict[int, tuple[bytes, ...]] = {}  # block index -> delta frame template; () ambiguous
 
     @property
     def signature(self) -> str:
@@ -207,23 +210,20 @@ class MessagesEncoder:
         self._kind = None
         self._run = None
 
+    @staticmethod
+    def _delta(index: int, kind: int, text: str) -> dict[str, Any]:
+        """The ``content_block_delta`` of block ``index`` of ``kind`` carrying ``text``."""
+        if kind == _TEXT:
+            return {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}
+        if kind == _THINKING:
+            return {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": text}}
+        return {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": text}}
+
     def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
         """Block starts, deltas and stops for parser events (``logprobs`` are ignored: Messages has
         none). ``ToolCallEnd`` closes the tool block; ``Finish`` goes to :meth:`close`."""
-        if len(events) == 1:  # fast path: one delta per token inside an open block
-            ev = events[0]
-            t = type(ev)
-            if t is TextDelta and self._kind == _TEXT:
-                self._run[1] += len(ev.text)  # type: ignore[index]
-                return [{"type": "content_block_delta", "index": self._index, "delta": {"type": "text_delta", "text": ev.text}}]
-            if t is ReasoningDelta and self._kind == _THINKING:
-                self._run[1] += len(ev.text)  # type: ignore[index]
-                return [{"type": "content_block_delta", "index": self._index,
-                         "delta": {"type": "thinking_delta", "thinking": ev.text}}]
-            if t is ToolCallArgumentsDelta and ev.index in self._tool_blocks:
-                return [{"type": "content_block_delta", "index": self._tool_blocks[ev.index],
-                         "delta": {"type": "input_json_delta", "partial_json": ev.text}}]
         out: list[dict[str, Any]] = []
+        delta = self._delta
         for ev in events:
             t = type(ev)
             if self._kind == _TOOL and (t is TextDelta or t is ReasoningDelta):
@@ -233,18 +233,16 @@ class MessagesEncoder:
                 if self._kind != _TEXT:
                     self._start(_TEXT, out)
                 self._run[1] += len(ev.text)  # type: ignore[index]
-                out.append({"type": "content_block_delta", "index": self._index, "delta": {"type": "text_delta", "text": ev.text}})
+                out.append(delta(self._index, _TEXT, ev.text))
             elif t is ToolCallArgumentsDelta:
                 block = self._tool_blocks.get(ev.index)
                 if block is not None:
-                    out.append({"type": "content_block_delta", "index": block,
-                                "delta": {"type": "input_json_delta", "partial_json": ev.text}})
+                    out.append(delta(block, _TOOL, ev.text))
             elif t is ReasoningDelta:
                 if self._kind != _THINKING:
                     self._start(_THINKING, out)
                 self._run[1] += len(ev.text)  # type: ignore[index]
-                out.append({"type": "content_block_delta", "index": self._index,
-                            "delta": {"type": "thinking_delta", "thinking": ev.text}})
+                out.append(delta(self._index, _THINKING, ev.text))
             elif t is ToolCallStart:
                 if self._kind is not None:
                     self._stop(out)
@@ -261,6 +259,38 @@ class MessagesEncoder:
                 self._stop(out)
                 self._flush_held(out)
         return out
+
+    def delta_sse(self, event: OutputEvent) -> bytes | None:
+        """The frame of one delta the open block takes as it is (text in a text block, reasoning in
+        a thinking block, a started call's arguments), from the block's template
+        (:func:`~recipe.api.encoder.frame_template`); byte for byte ``frame(on_events([event])[0])``.
+        None otherwise."""
+        t = type(event)
+        if t is TextDelta or t is ReasoningDelta:
+            kind = self._kind
+            if kind != (_TEXT if t is TextDelta else _THINKING):
+                return None
+            block = self._index
+        elif t is ToolCallArgumentsDelta:
+            block = self._tool_blocks.get(event.index)
+            if block is None:
+                return None
+            kind = _TOOL
+        else:
+            return None
+        tpl = self._tpl.get(block)
+        if tpl is None:
+            tpl = self._tpl[block] = frame_template(self.frame(self._delta(block, kind, HOLE)), 1) or ()
+        if not tpl:
+            return None
+        text = event.text
+        try:
+            js = _orjson_dumps(text)
+        except TypeError:  # a lone surrogate: the general path's fallback printer
+            return None
+        if kind != _TOOL:
+            self._run[1] += len(text)  # type: ignore[index]
+        return tpl[0] + js + tpl[1]
 
     def _flush_held(self, out: list[dict[str, Any]]) -> None:
         if self._held:

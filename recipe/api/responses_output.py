@@ -63,6 +63,8 @@ from recipe.output.events import (
     ToolCallStart,
 )
 
+from recipe.api.encoder import HOLE, frame_template
+
 if TYPE_CHECKING:
     from recipe.api.encoder import ChannelLogprobs, ResponseMeta, TokenLogprob
     from recipe.api.prepared import PreparedRequest
@@ -203,6 +205,7 @@ class _Item:
         "resp_id",
         "shape_done",
         "texts",
+        "tpl",
     )
 
     def __init__(self, kind: str, index: int, resp_id: str) -> None:
@@ -219,6 +222,7 @@ class _Item:
         self.args: list[str] = []
         self.final: str | None = None  # ToolCallEnd arguments / custom input
         self.shape_done: dict[str, Any] | None = None  # the item object once closed
+        self.tpl: tuple[bytes, ...] | None = None  # its delta frame template (delta_sse); () ambiguous
 
     def arguments(self) -> str:
         return self.final if self.final is not None else "".join(self.args)
@@ -404,29 +408,64 @@ class ResponsesEncoder:
             out.append({"type": "response.custom_tool_call_input.delta", "delta": value, "item_id": item.id,
                         "output_index": item.index, "sequence_number": self._next()})
 
+    def _delta(self, cur: _Item, text: str, seq: Any, lp: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The delta event of the open item ``cur`` (message, reasoning or function call)."""
+        kind = cur.kind
+        if kind == "message":
+            return {"type": "response.output_text.delta", "content_index": 0, "delta": text, "item_id": cur.id,
+                    "logprobs": [] if lp is None else lp, "output_index": cur.index, "sequence_number": seq}
+        if kind == "reasoning":
+            return {"type": "response.reasoning_text.delta", "content_index": 0, "delta": text, "item_id": cur.id,
+                    "output_index": cur.index, "sequence_number": seq}
+        return {"type": "response.function_call_arguments.delta", "delta": text, "item_id": cur.id,
+                "output_index": cur.index, "sequence_number": seq}
+
     def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
         """Events for parser output: items opened/closed as the kind changes, one delta event per
         text / reasoning / argument delta. ``logprobs`` go on the first ``output_text.delta``
         (reasoning deltas carry none, as in deepseek-recipe)."""
-        cur = self._cur
-        if len(events) == 1 and not logprobs and cur is not None:  # fast path: one delta per token
-            ev = events[0]
-            t = type(ev)
-            if t is TextDelta and cur.kind == "message":
-                cur.texts.append(ev.text)
-                return [{"type": "response.output_text.delta", "content_index": 0, "delta": ev.text, "item_id": cur.id,
-                         "logprobs": [], "output_index": cur.index, "sequence_number": self._next()}]
-            if t is ReasoningDelta and cur.kind == "reasoning":
-                cur.texts.append(ev.text)
-                return [{"type": "response.reasoning_text.delta", "content_index": 0, "delta": ev.text, "item_id": cur.id,
-                         "output_index": cur.index, "sequence_number": self._next()}]
-            if t is ToolCallArgumentsDelta and cur.kind == "function_call" and cur.call == ev.index:
-                cur.args.append(ev.text)
-                return [{"type": "response.function_call_arguments.delta", "delta": ev.text, "item_id": cur.id,
-                         "output_index": cur.index, "sequence_number": self._next()}]
         out: list[dict[str, Any]] = []
         self._feed(events, logprobs, out)
         return out
+
+    def delta_sse(self, event: OutputEvent) -> bytes | None:
+        """The frame of one delta the open item takes as it is (text in a message, reasoning in a
+        reasoning item, the open call's arguments), from the item's template
+        (:func:`~recipe.api.encoder.frame_template`: constant bytes around the text's JSON and the
+        sequence number); byte for byte ``frame(on_events([event])[0])``. None otherwise."""
+        cur = self._cur
+        if cur is None:
+            return None
+        t = type(event)
+        kind = cur.kind
+        if t is TextDelta:
+            if kind != "message":
+                return None
+            acc = cur.texts
+        elif t is ReasoningDelta:
+            if kind != "reasoning":
+                return None
+            acc = cur.texts
+        elif t is ToolCallArgumentsDelta:
+            if kind != "function_call" or cur.call != event.index:
+                return None
+            acc = cur.args
+        else:
+            return None
+        tpl = cur.tpl
+        if tpl is None:
+            tpl = cur.tpl = frame_template(self.frame(self._delta(cur, HOLE, HOLE)), 2) or ()
+        if not tpl:
+            return None
+        text = event.text
+        try:
+            js = orjson.dumps(text)
+        except TypeError:  # a lone surrogate: the general path's fallback printer
+            return None
+        acc.append(text)
+        seq = self._seq
+        self._seq = seq + 1
+        return b"%b%b%b%d%b" % (tpl[0], js, tpl[1], seq, tpl[2])
 
     def _feed(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None, out: list[dict[str, Any]]) -> None:
         pending = logprobs
@@ -445,23 +484,20 @@ class ResponsesEncoder:
                     lp, pending = [_lp(e) for e in pending], None
                     cur.lps.extend(lp)
                 cur.texts.append(ev.text)
-                out.append({"type": "response.output_text.delta", "content_index": 0, "delta": ev.text, "item_id": cur.id,
-                            "logprobs": lp, "output_index": cur.index, "sequence_number": self._next()})
+                out.append(self._delta(cur, ev.text, self._next(), lp))
             elif t is ReasoningDelta:
                 if cur is None or cur.kind != "reasoning":
                     cur = self._start("reasoning", out)
                     self._added(cur, out)
                 pending = None
                 cur.texts.append(ev.text)
-                out.append({"type": "response.reasoning_text.delta", "content_index": 0, "delta": ev.text, "item_id": cur.id,
-                            "output_index": cur.index, "sequence_number": self._next()})
+                out.append(self._delta(cur, ev.text, self._next()))
             elif t is ToolCallArgumentsDelta:
                 if cur is None or cur.call != ev.index:
                     continue  # not the open call (cannot happen: the parser orders call events)
                 cur.args.append(ev.text)
                 if cur.kind == "function_call":
-                    out.append({"type": "response.function_call_arguments.delta", "delta": ev.text, "item_id": cur.id,
-                                "output_index": cur.index, "sequence_number": self._next()})
+                    out.append(self._delta(cur, ev.text, self._next()))
             elif t is ToolCallStart:
                 kind = "custom_tool_call" if ev.name in self._custom else "function_call"
                 cur = self._start(kind, out)

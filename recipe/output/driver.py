@@ -215,6 +215,33 @@ class CompletionStream:
             self._handle(events, None, out)
         return out
 
+    def push_sse(self, token_ids: Sequence[int], logprobs: Sequence[Any] | None = None) -> bytes:
+        """``self.sse(self.push(token_ids, logprobs))``, byte for byte, without building the payload
+        dicts on the common path: a push whose output is one delta that the open block (item, call)
+        takes as it is gets its frame from the encoder's per-stream template
+        (:meth:`~recipe.api.encoder.StreamEncoder.delta_sse`). For a server that sends the bytes
+        and does not look at the payloads; raises as :meth:`push`."""
+        if self._finish is not None or not self._opened or (logprobs is not None and self._want_lp) \
+                or self._events is not None or self._answer is not None or self._pending:
+            return self.sse(self.push(token_ids, logprobs))
+        try:
+            events = self._parser.push(token_ids)
+        except (KeyError, OverflowError, TypeError):  # an id outside the vocabulary: say which
+            self._tok.check_ids(token_ids)
+            raise
+        if not events:
+            return b""
+        if len(events) == 1:
+            data = self._enc.delta_sse(events[0])
+            if data is not None:
+                return data
+        out: list[dict[str, Any]] = []
+        if type(events[-1]) is not Finish:
+            out += self._enc.on_events(events)
+        else:
+            self._handle(events, None, out)
+        return self.sse(out)
+
     def push_text(self, text: str, token_count: int = 0) -> list[dict[str, Any]]:
         """Feed decoded text that accounts for ``token_count`` tokens (no log probabilities)."""
         if self._finish is not None:
