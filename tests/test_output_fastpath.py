@@ -25,6 +25,7 @@ def _general(p: OutputParser) -> OutputParser:
     """Switch every shortcut off: only the general scan remains."""
     p._fast_ok = False  # keeps the one-token table empty, also after partial UTF-8
     p._fast_texts = {}
+    p._fast_plain = {}
     p._re_run = None
     return p
 

@@ -112,7 +112,7 @@ class CompletionStream:
     """
 
     __slots__ = ("_prep", "_tok", "_parser", "_enc", "_opened", "_finish", "_done_sent", "_want_lp",
-                 "_pending", "_lp_content", "_lp_reasoning", "_events", "_is_special", "_answer")
+                 "_pending", "_lp_content", "_lp_reasoning", "_events", "_is_special", "_answer", "_direct")
 
     def __init__(
         self,
@@ -160,6 +160,9 @@ class CompletionStream:
         self._is_special = tok.is_special
         # the answer text, kept only when it must be validated against a json_schema response format
         self._answer: list[str] | None = [] if prep.parsing.response_schema is not None else None
+        # push_sse may frame deltas straight from the parser's events: set once the stream is open,
+        # unless something must see every event (log probabilities, a json_schema answer, response())
+        self._direct = False
 
     # ------------------------------------------------------------------ public
 
@@ -221,8 +224,7 @@ class CompletionStream:
         takes as it is gets its frame from the encoder's per-stream template
         (:meth:`~recipe.api.encoder.StreamEncoder.delta_sse`). For a server that sends the bytes
         and does not look at the payloads; raises as :meth:`push`."""
-        if self._finish is not None or not self._opened or (logprobs is not None and self._want_lp) \
-                or self._events is not None or self._answer is not None or self._pending:
+        if not self._direct:
             return self.sse(self.push(token_ids, logprobs))
         try:
             events = self._parser.push(token_ids)
@@ -284,6 +286,7 @@ class CompletionStream:
         if self._opened:
             return []
         self._opened = True
+        self._direct = not self._want_lp and self._events is None and self._answer is None
         return self._enc.open()
 
     def _entry(self, tid: int, lp: Any) -> TokenLogprob:
@@ -319,6 +322,7 @@ class CompletionStream:
         if fin is not None:
             self._pending = []
             self._finish = fin
+            self._direct = False
             out += self._enc.close(fin)
 
     def _logprobs(self) -> ChannelLogprobs | None:

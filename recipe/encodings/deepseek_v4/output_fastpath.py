@@ -2,8 +2,12 @@
 
 The general path is the tag-by-tag state machine. The shortcuts here sit on top and give exactly
 its events (``tests/test_output_fastpath.py`` compares them push by push, with the shortcuts
-switched off by clearing ``_fast_ok`` / ``_fast_texts`` / ``_re_run``):
+switched off by clearing ``_fast_ok`` / ``_fast_texts`` / ``_fast_plain`` / ``_re_run``):
 
+* **plain tokens** (the first test of :meth:`FastPaths.push`): an id whose text holds no ``<``,
+  ``>`` or newline (:func:`plain_cache`, per vocabulary: its text, its JSON-escaped form and shared
+  reasoning / content events) in mid-reasoning, mid-content, a string or non-string value, or the
+  name and attributes of a held DSML tag: one dict lookup and the state's few flags;
 * **one-token pushes** (:meth:`FastPaths.push`): plain text in reasoning, content or a string
   value, whitespace between tags, a token completing a held DSML tag (:meth:`FastPaths._tag_token`),
   the ``<`` / ``｜DSML｜`` pieces of a tag, the tokens after a held block opener that cannot decide
@@ -61,10 +65,15 @@ from recipe.output.events import (
 )
 from recipe.tokenizer import Tokenizer
 
-__all__ = ["BULK_MIN", "FastPaths", "bulk_patterns", "text_cache"]
+__all__ = ["BULK_MIN", "FastPaths", "Plain", "bulk_patterns", "is_plain", "plain_cache", "text_cache"]
 
 _TEXT_CACHES: dict[int, tuple[object, dict[int, str]]] = {}
-_NO_TEXTS: dict[int, str] = {}  # never written: the one-token shortcuts are off
+_PLAIN_CACHES: dict[int, tuple[object, dict[int, Plain | None]]] = {}
+_NO_TEXTS: dict = {}  # never written: the one-token shortcuts are off
+
+#: A plain token (:func:`plain_cache`): its text, the text as JSON string content (escaped, no quotes),
+#: and a shared reasoning and content event carrying it (events are immutable).
+Plain = tuple[str, str, ReasoningDelta, TextDelta]
 
 
 def text_cache(tokenizer: Tokenizer) -> dict[int, str]:
@@ -74,6 +83,22 @@ def text_cache(tokenizer: Tokenizer) -> dict[int, str]:
     if hit is None or hit[0] is not tokenizer.encoding:
         hit = _TEXT_CACHES[key] = (tokenizer.encoding, {})
     return hit[1]
+
+
+def plain_cache(tokenizer: Tokenizer) -> dict[int, Plain | None]:
+    """Per-vocabulary cache: token id -> :data:`Plain`, for ids whose text is whole UTF-8 and holds no
+    ``<``, ``>`` or newline — text that can neither start, end nor break a tag, a marker or a run of
+    newlines — and None for the other ids seen (filled lazily, from :func:`text_cache`'s texts)."""
+    key = id(tokenizer.encoding)
+    hit = _PLAIN_CACHES.get(key)
+    if hit is None or hit[0] is not tokenizer.encoding:
+        hit = _PLAIN_CACHES[key] = (tokenizer.encoding, {})
+    return hit[1]
+
+
+def is_plain(text: str) -> bool:
+    """Whether ``text`` may be a :func:`plain_cache` entry."""
+    return bool(text) and "<" not in text and ">" not in text and "\n" not in text
 
 
 _WS = "[ \t\r\n]*"
@@ -110,8 +135,9 @@ def bulk_patterns(eos_texts: tuple[str, ...], d: Dialect = V4_DIALECT) -> tuple[
 class FastPaths:
     """The :class:`~.output.OutputParser` methods that shortcut its general path.
 
-    Owns ``_fast_ok`` (shortcuts possible for these markers), ``_fast_texts`` (the id -> text
-    table the one-token shortcuts read, or an empty one while they are off) and ``_re_run`` /
+    Owns ``_fast_ok`` (shortcuts possible for these markers), ``_fast_texts`` / ``_fast_plain``
+    (the id -> text and id -> plain-token tables the one-token shortcuts read, or empty ones while
+    they are off) and ``_re_run`` /
     ``_re_lex`` (the bulk regexes, None when off); reads and writes the parser's state.
     """
 
@@ -120,6 +146,8 @@ class FastPaths:
         vocabulary and end ids: :func:`.output_setup.parser_setup`)."""
         self._fast_ok = setup.fast_ok  # type: ignore[attr-defined]
         self._fast_texts = self._texts if self._fast_ok else _NO_TEXTS
+        self._plains = setup.plains  # type: ignore[attr-defined]
+        self._fast_plain = self._plains if self._fast_ok else _NO_TEXTS
         if self._dsml is V4_DIALECT:
             self._re_run, self._re_lex = setup.re_run, setup.re_lex  # type: ignore[attr-defined]
         else:  # another dialect (V3.2's function_calls block): bulk regexes with its tag names
@@ -134,6 +162,39 @@ class FastPaths:
         ``KeyError`` only for an id outside the vocabulary. A one-token push is served here when a
         shortcut applies, everything else by the general ``_push_ids``.
         """
+        if len(token_ids) == 1:
+            # The plainest token (no "<", ">" or newline): the cases of the paths below that
+            # it can take, with fewer checks (same actions, same events).
+            hit = self._fast_plain.get(token_ids[0])
+            if hit is not None and not self._hold:
+                st = self._state
+                if st == VALUE:
+                    if self._vstring:
+                        if not self._vnl:
+                            self._completion += 1
+                            piece = hit[1]
+                            args = self._args
+                            args.append(piece)
+                            self._args_sent = len(args)
+                            return [ToolCallArgumentsDelta(self._call, piece)]
+                    elif not self._vdup:  # a non-string value: buffered until its closer
+                        self._completion += 1
+                        self._vbuf.append(hit[0])
+                        return []
+                elif st == REASONING:
+                    if not self._r_nl and not self._r_q and not self._r_lead and not self._rpend:
+                        self._completion += 1
+                        self._pos += len(hit[0])
+                        self._rcount += 1
+                        return [hit[2]]
+                elif st == CONTENT:
+                    if self._plain and not self._c_nl and not self._c_q and not self._c_lead and not self._after_block:
+                        self._completion += 1
+                        return [hit[3]]
+            elif hit is not None and self._hold_tag and self._state != HOLD and len(self._hold) + len(hit[0]) < TAG_MAX:
+                self._hold += hit[0]  # the name or attributes of a DSML tag waiting for its ">"
+                self._completion += 1
+                return []
         kind = type(token_ids)
         if kind is not tuple and kind is not list:
             token_ids = [int(t) for t in token_ids]
@@ -141,6 +202,13 @@ class FastPaths:
             # Fast paths for one whole-text token (``_pos`` is only read while reasoning, so
             # the non-reasoning paths below do not maintain it).
             text = self._fast_texts.get(token_ids[0])
+            if text is not None and token_ids[0] not in self._plains:  # first sight: is it plain?
+                if is_plain(text):
+                    esc = encode_basestring(text)[1:-1]
+                    self._plains[token_ids[0]] = (text, text if esc == text else esc, ReasoningDelta(text), TextDelta(text))
+                else:
+                    self._plains[token_ids[0]] = None
+
             if text is not None:  # (empty table while the decoder holds part of a character)
                 st = self._state
                 if st == HOLD:
@@ -389,4 +457,6 @@ class FastPaths:
         """One-token shortcuts read ``_fast_texts``: the id -> text table, or an empty one while
         they are off (a marker spelling not starting with ``<``) or the decoder holds a partial
         UTF-8 sequence (a token's text then depends on the bytes before it)."""
-        self._fast_texts = self._texts if self._fast_ok and not self._dec.buffer else _NO_TEXTS
+        on = self._fast_ok and not self._dec.buffer
+        self._fast_texts = self._texts if on else _NO_TEXTS
+        self._fast_plain = self._plains if on else _NO_TEXTS

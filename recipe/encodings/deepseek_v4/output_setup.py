@@ -12,11 +12,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from recipe.encodings.deepseek_v4.call_ids import IdStream
 from recipe.encodings.deepseek_v4.constants import ASSISTANT, BOS, EOS, LATEST_REMINDER, THINK_END, USER
 from recipe.encodings.deepseek_v4.output_dsml import CLOSE, OPEN
-from recipe.encodings.deepseek_v4.output_fastpath import bulk_patterns, text_cache
+from recipe.encodings.deepseek_v4.output_fastpath import bulk_patterns, plain_cache, text_cache
 from recipe.encodings.deepseek_v4.output_recovery import SOFT_OPENERS, RecoveryGrammar
 from recipe.output.parsing import MarkerMatcher
 from recipe.tokenizer import Tokenizer
@@ -41,6 +42,7 @@ class ParserSetup:
     are not end spellings (:data:`VOCABULARY_ROLE_TOKENS` only when the vocabulary has them); ``rec``: the recovery regexes (None: recovery off); the matchers of
     reasoning, literal content, content, DSML tags and the hold; ``fast_ok``: every marker starts
     with ``<`` (the one-token shortcuts may run); ``texts``: the vocabulary's id -> text cache;
+    ``plains``: its id -> plain-token cache (:func:`.output_fastpath.plain_cache`);
     ``re_run`` / ``re_lex``: the bulk-invoke regexes (None when the shortcuts are off).
     """
 
@@ -56,6 +58,7 @@ class ParserSetup:
     m_hold: MarkerMatcher
     fast_ok: bool
     texts: dict[int, str]
+    plains: dict[int, Any]
     re_run: object
     re_lex: object
 
@@ -87,7 +90,7 @@ def parser_setup(tokenizer: Tokenizer, eos_token_ids: Sequence[int], parse_tool_
         eos=eos, eos_set=frozenset(eos), eos_text=eos_text, roles=frozenset(roles), rec=rec,
         m_reason=MarkerMatcher([THINK_END, *eos_list, *roles]), m_lit=MarkerMatcher([THINK_END, *eos_list, *roles]),
         m_content=m_content, m_dsml=m_dsml, m_hold=MarkerMatcher([OPEN, CLOSE, *eos_list]), fast_ok=fast_ok,
-        texts=text_cache(tokenizer), re_run=re_run, re_lex=re_lex)
+        texts=text_cache(tokenizer), plains=plain_cache(tokenizer), re_run=re_run, re_lex=re_lex)
     if len(_SETUPS) > 64:  # a process that builds many vocabularies: start over rather than grow
         _SETUPS.clear()
     _SETUPS[key] = (encoding, setup)
