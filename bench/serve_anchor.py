@@ -40,9 +40,9 @@ class _Closing(StreamingResponse):
                 await self.body_iterator.aclose()
 
 
-def app(turns: Sequence[ReplayTurn]) -> FastAPI:
-    """The anchor's FastAPI app over a replay of ``turns``."""
-    engine = ReplayEngine(turns, "anchor-replay")
+def app(turns: Sequence[ReplayTurn], engine_class: type[ReplayEngine] = ReplayEngine) -> FastAPI:
+    """The anchor's FastAPI app over a replay of ``turns`` (played by ``engine_class``)."""
+    engine = engine_class(turns, "anchor-replay")
     options, encoding, tokenizer = anchor.options(), anchor.encoding(), anchor.tokenizer()
     api = FastAPI()
     api.state.engine = engine  # the bench changes what it plays

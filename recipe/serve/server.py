@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import time
@@ -26,7 +27,8 @@ from starlette.routing import Route
 
 from recipe.errors import RequestError
 from recipe.options import DEFAULT_OPTIONS, Options
-from recipe.output.driver import ENCODERS
+from recipe.jsonfmt import dumps_wire
+from recipe.output.driver import ENCODERS, CompletionStream
 from recipe.pipeline import prepare
 from recipe.serve.config import ServeConfig
 from recipe.serve.engines import as_engine
@@ -320,6 +322,10 @@ def app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]
+        if config.warm:
+            _warm(st)
+        if config.gc_freeze:
+            _freeze_once()
         yield
         await pool.aclose()
         close = getattr(st.store, "close", None)
@@ -334,6 +340,36 @@ def app(
     application = Starlette(routes=_routes(st, direct), lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
     application.state.recipe = st
     return RecipeApp(application, direct)
+
+
+_WARM_BODY = b'{"model": %s, "messages": [{"role": "user", "content": "Hello"}]}'
+
+
+def _warm(st: ServerState) -> None:
+    """Prepare one request for the table's first model and build its output parser
+    (``ServeConfig.warm``): the vocabulary and the parser tables are loaded before the first request."""
+    model = next(iter(st.options.models), None)
+    if model is None:
+        return
+    try:
+        prep = prepare(_WARM_BODY % dumps_wire(model), "chat", options=st.options, tokenizer=st.tokenizer)
+        stream = CompletionStream(prep, tokenizer=st.tokenizer)
+        stream.start()
+        stream.finish("stop")
+    except Exception:  # a model the server's vocabulary cannot encode, …: the first request says why
+        _log.warning("warm-up of %s failed", model, exc_info=True)
+
+
+_FROZEN = False
+
+
+def _freeze_once() -> None:
+    """``gc.collect()`` then ``gc.freeze()``, once per process (``ServeConfig.gc_freeze``)."""
+    global _FROZEN
+    if not _FROZEN:
+        _FROZEN = True
+        gc.collect()
+        gc.freeze()
 
 
 class RecipeApp:

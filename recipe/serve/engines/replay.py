@@ -203,12 +203,9 @@ class ReplayEngine:
 def _cut(turn: ReplayTurn, req: EngineRequest) -> tuple[tuple[int, ...], str]:
     """The ids an engine would emit: up to and including the first stop id, at most max_tokens."""
     ids, finish = turn.ids, turn.finish
-    stops = req.stop_token_ids
-    if stops:
-        for i, t in enumerate(ids):
-            if t in stops:
-                ids, finish = ids[: i + 1], "stop" if finish != "error" else finish
-                break
+    cut = min((ids.index(s) for s in req.stop_token_ids if s in ids), default=-1)  # C-speed scans
+    if cut >= 0:
+        ids, finish = ids[: cut + 1], "stop" if finish != "error" else finish
     if len(ids) > req.max_tokens:
         ids, finish = ids[: req.max_tokens], "length"
     return ids, finish
