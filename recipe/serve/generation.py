@@ -243,14 +243,22 @@ async def run(job: Job, receive: Receive | None, send: Send) -> None:
         job.metrics.child(job.metrics.generation, job.api).observe(time.perf_counter() - job.started)
 
 
-async def _first(job: Job, it: AsyncIterator[EngineDelta]) -> EngineDelta:
+async def _first(it: AsyncIterator[EngineDelta]) -> tuple[EngineDelta, float]:
+    """The engine's first delta and the seconds it took (observed by the caller, after the first
+    byte is out: a metric is not on the way to the first token)."""
     t0 = time.perf_counter()
     try:
         d = await it.__anext__()
     except StopAsyncIteration:
         raise EngineError("protocol", "the engine closed the stream before producing anything") from None
-    job.metrics.child(job.metrics.engine_latency, job.replica).observe(time.perf_counter() - t0)
-    return d
+    return d, time.perf_counter() - t0
+
+
+def _observe_first(job: Job, engine_seconds: float) -> None:
+    """The metrics of the first answer byte: time to first token, engine latency."""
+    m = job.metrics
+    m.child(m.ttft, job.api).observe(time.perf_counter() - job.started)
+    m.child(m.engine_latency, job.replica).observe(engine_seconds)
 
 
 async def _pre_stream_error(job: Job, send: Send, err: ServeError) -> None:
@@ -266,9 +274,11 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
     writer: FrameWriter | None = None
     rstate = _ResponsesState(job.body, job.store is not None and job.body.get("store") is not False) if api == "responses" else None
     usage = _Usage(len(prep.token_ids), 0)
+    engine_seconds: float | None = None
+    first_byte = True
     try:
         try:
-            d = await _first(job, it)
+            d, engine_seconds = await _first(it)
             guard.touch()
         except EngineError as exc:
             await _aclose(it)
@@ -281,7 +291,6 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
         m.child(m.requests, api, "200").inc()
         out = cs.start()
-        first_byte = True
         while True:
             if d.token_ids:
                 out += cs.push(d.token_ids, d.logprobs)
@@ -305,14 +314,15 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             if cs.finished:
                 await writer.close(cs.sse(out))  # the last frame and the end of the body: one write
                 if first_byte:
-                    m.child(m.ttft, api).observe(time.perf_counter() - job.started)
+                    first_byte = False
+                    _observe_first(job, engine_seconds)
                 break
             if out:
                 if writer.hold(cs.sse(out)):
                     await writer.flush()
                 if first_byte:
                     first_byte = False
-                    m.child(m.ttft, api).observe(time.perf_counter() - job.started)
+                    _observe_first(job, engine_seconds)
                 out = []
             try:
                 d = await it.__anext__()
@@ -336,6 +346,8 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
         await _fail(job, send, writer, from_engine_error(exc), rstate)
     finally:
         await _aclose(it)
+        if first_byte and engine_seconds is not None:  # the engine answered, the stream failed before a frame
+            m.child(m.engine_latency, job.replica).observe(engine_seconds)
 
 
 async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeError, rstate: _ResponsesState | None) -> None:
@@ -361,7 +373,8 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
     finish = "stop"
     stops = frozenset(prep.engine.stop_token_ids) if prep.engine is not None else frozenset()
     try:
-        d = await _first(job, it)
+        d, engine_seconds = await _first(it)
+        m.child(m.engine_latency, job.replica).observe(engine_seconds)  # no byte goes out before the whole answer
         guard.touch()
         while True:
             if d.cached_tokens is not None:

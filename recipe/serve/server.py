@@ -172,7 +172,9 @@ class GenerationRoute:
             replica.in_flight += 1
             replica.served += 1
             try:
-                await run(job, receive, send_last_releases)
+                # without a limit no request is refused, so the slot can wait for the end of the
+                # handler: the stream's frames skip the wrapper
+                await run(job, receive, send_last_releases if limit is not None else send)
             finally:
                 replica.in_flight -= 1
         except (ServeError, RequestError) as err:
