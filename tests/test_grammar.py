@@ -17,7 +17,8 @@ import recipe
 from recipe.cli.main import main
 from recipe.encodings.deepseek_v4.constants import DSML, EOS, THINK_END
 from recipe.schema import constrain
-from recipe.schema.grammar_ir import Grammar, Lit, Opt, Ref, Seq, Text, Tok, to_lark, to_structural_tag
+from recipe.schema.grammar_ir import (Grammar, Lit, Opt, Ref, Seq, Text, Tok, regex_escape, suffix_outside, text_terminal,
+                                      to_lark, to_structural_tag)
 from recipe.schema.json_grammar import INT_LEX, NUM_LEX, JsonRules
 from recipe.tokenizer import load_tokenizer
 
@@ -195,6 +196,40 @@ def test_printers_on_a_small_grammar():
     assert st["elements"][:2] == [{"type": "any_text", "excludes": ["</think>"]}, {"type": "token", "token": TE}]
     assert st["elements"][2] == {"type": "optional", "content": {"type": "const_string", "value": 'a\n"b'}}
     assert st["elements"][3] == {"type": "grammar", "grammar": 'root ::= r_r\nr_r ::= "x"'}
+
+
+def test_text_suffix_follows_the_exclusion_only_where_that_is_the_same_language():
+    # no DeepSeek special spelling ends with "<" or holds "</": free text then "</" compiles as
+    # (text without the words) "</" (llguidance checks it for emptiness at once)
+    t = Text(("</think>", "｜User｜>", "｜DSML｜"), "</")
+    assert suffix_outside(t)
+    assert text_terminal(t) == '(/(?s:.*)/ & ~/(?s:.*)(?:<\\/think>|｜DSML｜|｜User｜>)(?s:.*)/) "</"'
+    # a word ending with a prefix of the suffix, or inside it, could straddle: the suffix stays inside
+    for words, sfx in ((("a<",), "</"), (("/",), "</"), (("x<",), "<"), (("</",), "</")):
+        n = Text(words, sfx)
+        assert not suffix_outside(n)
+        assert text_terminal(n).startswith(f"/(?s:.*){regex_escape(sfx)}/ & ~/")
+    g = recipe.output_grammar(recipe.prepare(_body(thinking=True)))
+    assert re.search(r'^T\d+: \(/\(\?s:\.\*\)/ & ~/.*\) "</"$', g.lark, re.M)  # raw parameter values
+    assert re.search(r'^T\d+: \(/\(\?s:\.\*\)/ & ~/.*\) "<"$', g.lark, re.M)  # content before the block
+
+
+def test_a_parameter_shared_by_tools_is_one_rule_and_keeps_each_tools_notes():
+    path = {"type": "string", "pattern": "^/"}
+    tools = [{"type": "function", "function": {"name": n, "strict": True, "parameters": {
+        "type": "object", "properties": {"path": path, **extra}, "required": ["path", *extra],
+        "additionalProperties": False}}} for n, extra in (("read", {}), ("write", {"text": {"type": "string"}}))]
+    g = recipe.output_grammar(recipe.prepare({**_body(), "tools": tools}))
+    lines = g.lark.splitlines()
+    rule = next(line.split(":")[0] for line in lines if 'parameter name=\\"path\\"' in line)
+    assert rule.startswith("param") and sum(f" {rule}" in line for line in lines) == 2  # invoke0, invoke1
+    assert g.unenforced == ("read/path: pattern (raw string value)", "write/path: pattern (raw string value)")
+    # a $ref resolves against its own tool: never shared
+    ref_tools = [{"type": "function", "function": {"name": n, "strict": True, "parameters": {
+        "type": "object", "$defs": {"p": {"type": t}}, "properties": {"v": {"$ref": "#/$defs/p"}}, "required": ["v"],
+        "additionalProperties": False}}} for n, t in (("a", "integer"), ("b", "boolean"))]
+    g = recipe.output_grammar(recipe.prepare({**_body(), "tools": ref_tools}))
+    assert "param0" not in g.lark and '"true" | "false"' in g.lark
 
 
 def test_grammars_are_cached_by_key_and_frozen():

@@ -214,6 +214,7 @@ def _body(thinking=False, choice="auto", parallel=True, fmt=None):
 
 
 _TEMP = {"type": "object", "properties": {"temp": {"type": "integer"}}, "required": ["temp"], "additionalProperties": False}
+_STR = {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"], "additionalProperties": False}
 
 #: (case, request body, accepted prefix (spelled text), rest with the fault, the fault's character in rest,
 #:  rest spelled in ordinary tokens (byte-spelled markers))
@@ -242,6 +243,11 @@ NEGATIVES = [
     ("unclosed_block_then_eos", _body(), _OPEN + _INV + _CITY + _DAYS.format(3) + "</｜DSML｜invoke>\n",
      "<｜end▁of▁sentence｜>", 0, False),
     ("content_before_required_block", _body(thinking=True, choice="required"), "R</think>", "Sure", 0, False),
+    ("byte_spelled_dsml_in_raw_value", _body(), _OPEN + _INV + '<｜DSML｜parameter name="city" string="true">Par',
+     "is｜DSML｜x", len("is｜DSML"), True),
+    ("byte_spelled_think_end_in_raw_value", _body(), _OPEN + _INV + '<｜DSML｜parameter name="city" string="true">a',
+     "</think>b", len("</think"), True),
+    ("byte_spelled_role_in_json_string", _body(fmt=_STR), '{"s": "a', '｜User｜>b"}', len("｜User｜"), True),
 ]
 
 
@@ -381,3 +387,31 @@ def test_matcher_compiles_once_per_key(monkeypatch):
     a, b = OutputMatcher(prep), OutputMatcher(prep)
     assert built == []
     assert a.accept(out_ids("Hi")[0]) and b.allowed().size > 1000  # independent copies
+
+
+# ---------------------------------------------------------------------------------------------
+# the Lark forms of free text (grammar_ir.text_terminal) match what they say
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("words,suffix", [(("</a", "b>"), "</"), (("a<",), "</"), (("/b",), "</"), (("<",), "<")])
+def test_text_terminal_is_text_without_the_words_then_the_suffix(words, suffix):
+    """Every string up to 5 characters over ``ab</>`` is matched by the printed terminal exactly when
+    it is (text) + suffix and contains none of the words, whichever form the printer chose."""
+    import itertools
+
+    import llguidance as llg
+
+    from recipe.schema.constrain import ll_tokenizer
+    from recipe.schema.grammar_ir import Grammar, Text, to_lark
+
+    lark = to_lark(Grammar(Text(words, suffix)))
+    m = llg.LLMatcher(ll_tokenizer(TOK), llg.LLMatcher.grammar_from_lark(lark), log_level=0)
+    assert not m.is_error(), m.get_error()
+    for n in range(1, 6):
+        for chars in itertools.product("ab</>", repeat=n):
+            s = "".join(chars)
+            ids = TOK.encode_ordinary(s)
+            m.reset()
+            got = m.try_consume_tokens(ids) == len(ids) and m.is_accepting()
+            assert got == (s.endswith(suffix) and not any(w in s for w in words)), (lark, s)

@@ -191,19 +191,43 @@ def regex_escape(text: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def lark_literal(text: str) -> str:
     """``text`` as a Lark string literal (JSON escapes, non-ASCII raw)."""
     return json.dumps(text, ensure_ascii=False)
 
 
+def exclusion(excludes: tuple[str, ...]) -> str:
+    """The Lark terminal ``~/(?s:.*)(?:w1|w2…)(?s:.*)/``: every string that contains none of
+    ``excludes`` (intersect a terminal with it: ``/…/ & ~/…/``)."""
+    words = "|".join(regex_escape(w) for w in sorted(set(excludes)))
+    return f"~/(?s:.*)(?:{words})(?s:.*)/"
+
+
 @functools.lru_cache(maxsize=1024)
 def text_terminal(node: Text) -> str:
-    """The Lark terminal body of a :class:`Text` node."""
-    body = f"/(?s:.{'+' if node.nonempty else '*'}){regex_escape(node.suffix)}/"
-    if node.excludes:
-        words = "|".join(regex_escape(w) for w in sorted(set(node.excludes)))
-        body += f" & ~/(?s:.*)(?:{words})(?s:.*)/"
-    return body
+    """The Lark terminal body of a :class:`Text` node.
+
+    Where the suffix cannot be part of an excluded word (:func:`suffix_outside`) it follows the
+    intersection (``(/(?s:.*)/ & ~/…/) "</"``): llguidance checks every terminal for emptiness when
+    it compiles a grammar, which is immediate for an intersection that matches the empty string and a
+    search (about 1 ms a terminal on this machine) for ``/(?s:.*)<\\// & ~/…/``."""
+    many = "+" if node.nonempty else "*"
+    if suffix_outside(node):
+        return f"(/(?s:.{many})/ & {exclusion(node.excludes)}) {lark_literal(node.suffix)}"
+    body = f"/(?s:.{many}){regex_escape(node.suffix)}/"
+    return f"{body} & {exclusion(node.excludes)}" if node.excludes else body
+
+
+@functools.lru_cache(maxsize=1024)
+def suffix_outside(node: Text) -> bool:
+    """True when ``(text without the words) + suffix`` is the same language as ``(text + suffix)
+    without the words``: no excluded word lies inside the suffix or ends inside it (no word ends
+    with a non-empty prefix of the suffix)."""
+    if not node.suffix or not node.excludes:
+        return False
+    sfx = node.suffix
+    return not any(w in sfx or any(w.endswith(sfx[:k]) for k in range(1, len(sfx) + 1)) for w in node.excludes)
 
 
 class _LarkPrinter:
@@ -318,6 +342,7 @@ class _TagPrinter:
     def __init__(self, grammar: Grammar) -> None:
         self.rules = grammar.rules
         self.ebnf_cache: dict[Node, dict[str, Any]] = {}
+        self.ref_cache: dict[str, dict[str, Any]] = {}  # rule name -> its format (built once)
 
     def fmt(self, node: Node) -> dict[str, Any]:
         t = type(node)
@@ -335,10 +360,16 @@ class _TagPrinter:
                 return {"type": "regex", "pattern": node.tag_regex}  # type: ignore[union-attr]
             return {"type": "grammar", "grammar": f"root ::= {node.ebnf}"}  # type: ignore[union-attr]
         if t is Ref:
-            acc: dict[str, None] = {}
-            if _closure(self.rules, node, acc):
-                return self.grammar_format(node, acc)
-            return self.fmt(self.rules[node.name])  # type: ignore[union-attr]
+            name = node.name  # type: ignore[union-attr]
+            hit = self.ref_cache.get(name)
+            if hit is None:
+                acc: dict[str, None] = {}
+                if _closure(self.rules, node, acc):
+                    hit = self.grammar_format(node, acc)
+                else:
+                    hit = self.fmt(self.rules[name])
+                self.ref_cache[name] = hit
+            return hit
         if t is Seq:
             items = node.items  # type: ignore[union-attr]
             if not items:
@@ -362,6 +393,7 @@ def to_structural_tag(grammar: Grammar) -> dict[str, Any]:
     """The grammar as an xgrammar structural tag: ``{"type": "structural_tag", "format": …}``.
 
     Tokens are ``token`` formats (by id), free text is ``any_text`` with ``excludes``, text-only rules
-    are EBNF ``grammar`` formats. Tested against xgrammar 0.2.9 (``compile_structural_tag``).
+    are EBNF ``grammar`` formats. Tested against xgrammar 0.2.9 (``compile_structural_tag``). A rule
+    referred to more than once is printed once: its places hold the same dict (serialise, don't mutate).
     """
     return {"type": "structural_tag", "format": _TagPrinter(grammar).fmt(grammar.start)}

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from recipe.encodings.deepseek_v4.constants import DSML, TEMPLATE_SPECIALS, THINK_END
 from recipe.schema.grammar_ir import EMPTY, Grammar, Lex, Lit, Node, Opt, Plus, Ref, Star, Text, Tok, alt, seq
 from recipe.schema.json_grammar import MAX_WS, JsonRules
@@ -101,8 +103,41 @@ class _Builder:
         self.rules: dict[str, Node] = {}
         self.json = JsonRules(self.rules, self.text_ex, ebnf_exclude="｜")
         self.unenforced: list[str] = []
+        #: parameter signature -> (rule, first path, its unenforced notes) once built
+        self.shared: dict[bytes, tuple[Node | None, str, tuple[str, ...]] | None] = {}
 
     # -- tool calls --------------------------------------------------------------------------
+
+    def count_shared(self) -> None:
+        """Which (name, schema) parameters occur in more than one schema-mode tool: each becomes one
+        named rule that every such tool refers to (a smaller grammar compiles faster)."""
+        seen: dict[bytes, int] = {}
+        for t in self.spec.tools:
+            for key, sub in _schema_props(t):
+                sig = _param_signature(key, sub)
+                if sig is not None:
+                    seen[sig] = seen.get(sig, 0) + 1
+        self.shared = {sig: None for sig, n in seen.items() if n > 1}
+
+    def shared_param(self, key: str, schema: Any, path: str) -> Node | None:
+        """:meth:`param`, built once per (name, schema) occurring in several tools; the unenforced
+        notes are repeated under each tool's path."""
+        sig = _param_signature(key, schema)
+        if sig is None or sig not in self.shared:
+            return self.param(key, schema, path)
+        hit = self.shared[sig]
+        if hit is None:
+            n0 = len(self.json.unenforced)
+            node = self.param(key, schema, path)
+            if node is not None:
+                name = f"param{sum(v is not None for v in self.shared.values())}"
+                self.rules[name] = node
+                node = Ref(name)
+            hit = self.shared[sig] = (node, path, tuple(self.json.unenforced[n0:]))
+        else:
+            first = hit[1]
+            self.json.unenforced.extend(path + note[len(first):] for note in hit[2] if note.startswith(first))
+        return hit[0]
 
     def param(self, key: str, schema: Any, path: str) -> Node | None:
         sp = self.sp
@@ -144,7 +179,7 @@ class _Builder:
         items: list[Node] = []
         for key, sub in props.items():
             path = f"{tool.name}/{key}"
-            node = self.param(key, sub, path) if _NAME_OK.fullmatch(key) else None
+            node = self.shared_param(key, sub, path) if _NAME_OK.fullmatch(key) else None
             if node is None:
                 self.unenforced.append(f"{path}: parameter cannot be written in DSML")
                 continue
@@ -201,11 +236,31 @@ class _Builder:
         return self.block_after(_WS_LT)  # required / named after reasoning
 
     def build(self) -> GrammarParts:
+        self.count_shared()
         start = self.answer()
         if self.spec.starts_in == "reasoning":
             start = seq(Text(self.text_ex), self.mark(self.sp.think_end), start)
         unenforced = [*self.unenforced, *self.json.unenforced]
         return GrammarParts(Grammar(start, self.rules), tuple(dict.fromkeys(unenforced)))
+
+
+def _schema_props(tool: ToolSpec) -> Iterable[tuple[str, Any]]:
+    """The (name, schema) parameters of a schema-mode tool (none for a syntax-mode tool)."""
+    schema = tool.parameters if isinstance(tool.parameters, Mapping) else {}
+    props = schema.get("properties")
+    if not tool.schema_args or not isinstance(props, Mapping):
+        return ()
+    return props.items()
+
+
+def _param_signature(key: str, schema: Any) -> bytes | None:
+    """The name and schema as compact JSON, or None where the parameter cannot be shared: a schema
+    with a ``$ref`` (it resolves against its own tool's schema) or one orjson cannot print."""
+    try:
+        sig = orjson.dumps([key, schema])
+    except TypeError:
+        return None
+    return None if b'"$ref"' in sig else sig
 
 
 def build_grammar(spec: TurnSpec, tokenizer: Tokenizer, spelling: DsmlSpelling = V4_SPELLING) -> GrammarParts:
