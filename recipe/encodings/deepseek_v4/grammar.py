@@ -105,6 +105,8 @@ class _Builder:
         self.unenforced: list[str] = []
         #: parameter signature -> (rule, first path, its unenforced notes) once built
         self.shared: dict[bytes, tuple[Node | None, str, tuple[str, ...]] | None] = {}
+        self.sigs: dict[tuple[int, str], bytes | None] = {}  # (tool index, parameter) -> signature
+        self.n_shared = 0
 
     # -- tool calls --------------------------------------------------------------------------
 
@@ -112,17 +114,19 @@ class _Builder:
         """Which (name, schema) parameters occur in more than one schema-mode tool: each becomes one
         named rule that every such tool refers to (a smaller grammar compiles faster)."""
         seen: dict[bytes, int] = {}
-        for t in self.spec.tools:
+        if len(self.spec.tools) < 2:
+            return
+        for i, t in enumerate(self.spec.tools):
             for key, sub in _schema_props(t):
-                sig = _param_signature(key, sub)
+                sig = self.sigs[(i, key)] = _param_signature(key, sub)
                 if sig is not None:
                     seen[sig] = seen.get(sig, 0) + 1
         self.shared = {sig: None for sig, n in seen.items() if n > 1}
 
-    def shared_param(self, key: str, schema: Any, path: str) -> Node | None:
-        """:meth:`param`, built once per (name, schema) occurring in several tools; the unenforced
-        notes are repeated under each tool's path."""
-        sig = _param_signature(key, schema)
+    def shared_param(self, idx: int, key: str, schema: Any, path: str) -> Node | None:
+        """:meth:`param` of tool ``idx``, built once per (name, schema) occurring in several tools;
+        the unenforced notes are repeated under each tool's path."""
+        sig = self.sigs.get((idx, key))
         if sig is None or sig not in self.shared:
             return self.param(key, schema, path)
         hit = self.shared[sig]
@@ -130,7 +134,8 @@ class _Builder:
             n0 = len(self.json.unenforced)
             node = self.param(key, schema, path)
             if node is not None:
-                name = f"param{sum(v is not None for v in self.shared.values())}"
+                name = f"param{self.n_shared}"
+                self.n_shared += 1
                 self.rules[name] = node
                 node = Ref(name)
             hit = self.shared[sig] = (node, path, tuple(self.json.unenforced[n0:]))
@@ -165,7 +170,7 @@ class _Builder:
                 Lit("<"), self.D, Lit(f'{sp.parameter} name="'), name, value, self.D, Lit(f"{sp.parameter}>\n"))
         return Ref("p_any")
 
-    def params(self, tool: ToolSpec) -> Node:
+    def params(self, tool: ToolSpec, idx: int) -> Node:
         """The parameters of one invoke: in schema order, required ones present (schema mode), or any
         well-formed ones (syntax mode; a schema-mode tool that declares no properties and is open)."""
         schema = tool.parameters if isinstance(tool.parameters, Mapping) else {}
@@ -179,7 +184,7 @@ class _Builder:
         items: list[Node] = []
         for key, sub in props.items():
             path = f"{tool.name}/{key}"
-            node = self.shared_param(key, sub, path) if _NAME_OK.fullmatch(key) else None
+            node = self.shared_param(idx, key, sub, path) if _NAME_OK.fullmatch(key) else None
             if node is None:
                 self.unenforced.append(f"{path}: parameter cannot be written in DSML")
                 continue
@@ -194,7 +199,7 @@ class _Builder:
         sp = self.sp
         name = f"invoke{idx}"
         self.rules[name] = seq(
-            Lit("<"), self.D, Lit(f'{sp.invoke} name="{tool.name}">\n'), self.params(tool),
+            Lit("<"), self.D, Lit(f'{sp.invoke} name="{tool.name}">\n'), self.params(tool, idx),
             Opt(Lit("\n")), Lit("</"), self.D, Lit(f"{sp.invoke}>\n"),
         )
         return Ref(name)
