@@ -145,19 +145,18 @@ class Grammar:
 
 def seq(*items: Node) -> Node:
     """A :class:`Seq`, flattened (nested sequences spliced, a single item returned as is)."""
-    merged: list[Node] = []
-    text: list[str] = []  # literal text pending (adjacent literals become one literal)
+    out: list[Node] = []
     for it in items:
-        for sub in it.items if type(it) is Seq else (it,):  # type: ignore[union-attr]
-            if type(sub) is Lit:
-                text.append(sub.text)  # type: ignore[union-attr]
-                continue
-            if text:
-                merged.append(Lit(text[0]) if len(text) == 1 else Lit("".join(text)))
-                text = []
-            merged.append(sub)
-    if text:
-        merged.append(Lit(text[0]) if len(text) == 1 else Lit("".join(text)))
+        if type(it) is Seq:
+            out.extend(it.items)
+        else:
+            out.append(it)
+    merged: list[Node] = []
+    for it in out:  # adjacent literals become one literal
+        if type(it) is Lit and merged and type(merged[-1]) is Lit:
+            merged[-1] = Lit(merged[-1].text + it.text)  # type: ignore[union-attr]
+        else:
+            merged.append(it)
     return merged[0] if len(merged) == 1 else Seq(tuple(merged))
 
 
