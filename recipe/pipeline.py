@@ -81,7 +81,8 @@ def default_segment_cache() -> SegmentCache:
     return _default_cache
 
 
-_MESSAGES_KEYS = ("system", "stop_sequences", "anthropic_version", "output_config", "top_k")
+_RESPONSES_KEYS = frozenset({"input", "instructions"})
+_MESSAGES_KEYS = frozenset({"system", "stop_sequences", "anthropic_version", "output_config", "top_k"})
 _MESSAGES_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
 
 
@@ -93,9 +94,10 @@ def detect_api(body: Mapping[str, Any]) -> Api:
     ``tool_choice`` of type auto/any/tool/none, or Anthropic content blocks → messages; otherwise chat
     (a body valid in both Chat and Messages, such as plain user strings, reads as chat: pass ``api``).
     """
-    if "input" in body or "instructions" in body:
+    keys = body.keys()
+    if not keys.isdisjoint(_RESPONSES_KEYS):
         return "responses"
-    if any(k in body for k in _MESSAGES_KEYS):
+    if not keys.isdisjoint(_MESSAGES_KEYS):
         return "messages"
     tools = body.get("tools")
     if isinstance(tools, list) and any(isinstance(t, Mapping) and "function" not in t for t in tools):
@@ -105,7 +107,8 @@ def detect_api(body: Mapping[str, Any]) -> Api:
         return "messages"
     for m in body.get("messages") or ():
         content = m.get("content") if type(m) is dict or isinstance(m, Mapping) else None
-        if isinstance(content, list) and any(isinstance(b, Mapping) and b.get("type") in _MESSAGES_BLOCKS for b in content):
+        if type(content) is not str and isinstance(content, list) and any(
+                isinstance(b, Mapping) and b.get("type") in _MESSAGES_BLOCKS for b in content):
             return "messages"
     return "chat"
 
@@ -148,7 +151,7 @@ def prepare(
         check_body_size(body, options.max_body_bytes)
         body = loads_request(body if isinstance(body, str) else bytes(body))  # nesting depth checked
         checked = id(body)
-    if not isinstance(body, Mapping):
+    if type(body) is not dict and not isinstance(body, Mapping):
         raise RequestError("invalid request body: expected a JSON object", stage="parse")
     if api == "auto":
         api = detect_api(body)
@@ -166,11 +169,14 @@ def prepare(
     if load is None:
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)
     adapter = load()
-    token = DEPTH_CHECKED.set(checked)  # a store-expanded body is another dict: walked by the parse
-    try:
+    if checked or DEPTH_CHECKED.get():
+        token = DEPTH_CHECKED.set(checked)  # a store-expanded body is another dict: walked by the parse
+        try:
+            request = adapter.parse(body)
+        finally:
+            DEPTH_CHECKED.reset(token)
+    else:  # a dict body, nothing marked: the parse walks it
         request = adapter.parse(body)
-    finally:
-        DEPTH_CHECKED.reset(token)
     options = options.for_model(request.model) if isinstance(request.model, str) else options
     conversation = adapter.convert(request, options)
     encoding = check_model(request.model, options)

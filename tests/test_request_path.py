@@ -47,8 +47,26 @@ def test_a_text_body_is_walked_once(monkeypatch):
     prepare(json.dumps({"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "[" * 200 + "x"}]}))
     assert len(calls) == 1  # by the parser; the adapter's parse trusts it
     calls.clear()
+    prepare({"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "[" * 200 + "x"}]})
+    assert len(calls) == 1  # a dict body: by the adapter's parse (its JSON text has > 127 brackets)
+    calls.clear()
     prepare({"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}]})
-    assert len(calls) == 1  # a dict body: by the adapter's parse
+    assert calls == []  # at most 127 brackets in its JSON text: it cannot nest deeper, no walk
+
+
+@pytest.mark.parametrize("levels", [124, 125, 126])
+def test_a_dict_body_at_the_depth_limit(levels):
+    """A dict body nested exactly at the limit is accepted and one level more refused, with or
+    without brackets inside its strings (they only decide whether the walk runs): the body,
+    ``metadata`` and ``levels`` nested objects nest ``levels + 2`` deep."""
+    for padding in ("", "[" * 300):
+        body = _deep_body(levels)
+        body["messages"][0]["content"] = "x" + padding
+        if levels + 2 > 127:
+            with pytest.raises(RequestError, match="recursion limit exceeded"):
+                prepare(body)
+        else:
+            assert prepare(body).token_ids
 
 
 def test_the_mark_applies_only_to_the_body_it_names():

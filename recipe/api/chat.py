@@ -38,10 +38,12 @@ from recipe.conversation import (
     ResponseFormat,
     SystemMessage,
     ToolCall,
+    ToolDefinition,
     ToolMessage,
     UserMessage,
 )
 from recipe.encodings.base import RequestRules
+from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.options import Options
 
@@ -163,9 +165,12 @@ def _message(i: int, m: Any, rules: RequestRules) -> Message:
     return AssistantMessage(content, m.reasoning_content, calls, m.prefix)
 
 
+_TEXT_FORMAT = ResponseFormat("text")
+
+
 def _response_format(rf: Any) -> ResponseFormat:
     if rf is None or isinstance(rf, RFText):
-        return ResponseFormat("text")
+        return _TEXT_FORMAT
     if isinstance(rf, RFJsonObject):
         return ResponseFormat("json_object")
     if isinstance(rf, RFRegex):
@@ -181,7 +186,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
     """
     encoding = common.check_model(req.model, options)
-    rules = common.family_rules(req.model, options)
+    rules = get_encoding(encoding).request
     if options.developer_role == "reject":
         for i, m in enumerate(req.messages):
             if isinstance(m, DeveloperMsg):
@@ -208,20 +213,9 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     if options.reasoning_content_behavior == "reject" and thinking:
         _check_reasoning_present(req.messages)
 
-    tools_in = req.tools or ()
-    fields = [f"tools[{k}].function.name" for k in range(len(tools_in))]
-    for t, field in zip(tools_in, fields):  # every name first, then per tool: unique, schema (as the parity target)
-        common.check_tool_name(t.function.name, field, options)
     tc = req.tool_choice
     mode, name = ("auto", None) if tc is None else (tc, None) if isinstance(tc, str) else ("required", tc.function.name)
-    tools = []
-    seen: set[str] = set()
-    for k, t in enumerate(tools_in):
-        if mode != "none":  # (tool_choice none drops the tools: duplicates are not checked, observed)
-            if t.function.name in seen:  # two schemas under one name would make a call ambiguous
-                raise RequestError("Tool names must be unique.", param=fields[k])
-            seen.add(t.function.name)
-        tools.append(common.build_tool(t.function.name, t.function.description, t.function.parameters, t.function.strict, fields[k]))
+    tools = _tools(req.tools, mode, options) if req.tools else []
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
     tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking, options=options)
@@ -269,6 +263,23 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         sampling=sampling,
         parallel_tool_calls=req.parallel_tool_calls is not False,
     )
+
+
+def _tools(tools_in: list[Any], mode: str, options: Options) -> list[ToolDefinition]:
+    """The declared tools, checked in deepseek-recipe's order: every name first, then per tool:
+    unique (unless ``tool_choice`` is ``none``), schema."""
+    fields = [f"tools[{k}].function.name" for k in range(len(tools_in))]
+    for t, field in zip(tools_in, fields):
+        common.check_tool_name(t.function.name, field, options)
+    tools = []
+    seen: set[str] = set()
+    for k, t in enumerate(tools_in):
+        if mode != "none":  # (tool_choice none drops the tools: duplicates are not checked, observed)
+            if t.function.name in seen:  # two schemas under one name would make a call ambiguous
+                raise RequestError("Tool names must be unique.", param=fields[k])
+            seen.add(t.function.name)
+        tools.append(common.build_tool(t.function.name, t.function.description, t.function.parameters, t.function.strict, fields[k]))
+    return tools
 
 
 def _texts(messages: tuple[Message, ...]) -> list[str]:
