@@ -8,7 +8,6 @@ adjacent plain text is joined before encoding).
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -189,7 +188,8 @@ def encode_segments(
     offsets: list[int | None] = []
     specials = tokenizer.special_tokens
     tokenizer.prefetch(_text_runs(segments, start))  # read only before the full encoding exists
-    encode = tokenizer.encode_ordinary if cache is None else functools.partial(cache.encode, tokenizer)
+    cached = None if cache is None else cache.encode
+    encode = tokenizer.encode_ordinary
     buf: list[str] = []
     mark_iter = iter(marks)
     mark = next(mark_iter, -1)
@@ -199,7 +199,7 @@ def encode_segments(
             if buf:
                 text = buf[0] if len(buf) == 1 else "".join(buf)
                 if text:
-                    ids += encode(text)
+                    ids += encode(text) if cached is None else cached(tokenizer, text)
                 buf = []
             while mark == i:
                 offsets.append(len(ids))
@@ -216,7 +216,7 @@ def encode_segments(
     if buf:
         text = "".join(buf)
         if text:
-            ids += encode(text)
+            ids += encode(text) if cached is None else cached(tokenizer, text)
     while mark >= 0:
         offsets.append(len(ids) if mark == len(segments) else None)
         mark = next(mark_iter, -1)

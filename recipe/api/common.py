@@ -308,6 +308,9 @@ def thinking_for_tool_choice(mode: str, tools: Sequence[ToolDefinition], thinkin
     return thinking
 
 
+_AUTO, _NONE = ToolChoice("auto"), ToolChoice("none")
+
+
 def resolve_tool_choice(
     mode: str,
     name: str | None,
@@ -326,9 +329,9 @@ def resolve_tool_choice(
     """
     tools = tuple(tools)
     if mode == "none":
-        return ToolChoice("none"), ()
+        return _NONE, ()
     if mode == "auto" or not tools:
-        return ToolChoice("auto"), tools
+        return _AUTO, tools
     if name is not None:
         chosen = tuple(t for t in tools if t.name == name)
         if not chosen:
@@ -490,15 +493,16 @@ def parsing_options(conv: Conversation) -> ParsingOptions:
                 stage = "content_continuation"
             elif last.reasoning_content:
                 stage = "reasoning_continuation"
+    tools, rf = conv.tools, conv.response_format
     return ParsingOptions(
-        parse_tool_calls=bool(conv.tools),
-        starts_in_tool_calls=bool(conv.tools) and conv.tool_choice.mode == "required" and not conv.thinking,
-        parse_json_output=conv.response_format.type == "json_object",
+        parse_tool_calls=bool(tools),
+        starts_in_tool_calls=bool(tools) and conv.tool_choice.mode == "required" and not conv.thinking,
+        parse_json_output=rf.type == "json_object",
         thinking_stage=stage,
         stop_sequences=conv.stop,
-        tool_names=tuple(t.name for t in conv.tools),
-        response_schema=conv.response_format.schema if conv.response_format.type == "json_schema" else None,
-        tool_arguments={t.name: a for t in conv.tools if (a := tool_arguments(t)) is not None},
+        tool_names=tuple([t.name for t in tools]) if tools else (),
+        response_schema=rf.schema if rf.type == "json_schema" else None,
+        tool_arguments={t.name: a for t in tools if (a := tool_arguments(t)) is not None} if tools else {},
     )
 
 

@@ -195,13 +195,16 @@ class Encoding:
     def stop_ids(self, tokenizer: Tokenizer | None = None) -> tuple[int, ...]:
         """Ids of :attr:`stop_tokens` in ``tokenizer`` (default: the family's vocabulary); a stop
         token the vocabulary lacks is left out."""
-        tok = tokenizer if tokenizer is not None else self.tokenizer()
-        return tuple(tok.special_tokens[s] for s in self.stop_tokens if s in tok.special_tokens)
+        specials = (tokenizer if tokenizer is not None else self.tokenizer()).special_tokens
+        return tuple([specials[s] for s in self.stop_tokens if s in specials])
 
     def missing_special(self, tokenizer: Tokenizer) -> str | None:
         """The first of :attr:`required_specials` that ``tokenizer`` lacks, or None."""
         specials = tokenizer.special_tokens
-        return next((s for s in self.required_specials if s not in specials), None)
+        for s in self.required_specials:
+            if s not in specials:
+                return s
+        return None
 
     def __repr__(self) -> str:
         return f"Encoding({self.name!r})"

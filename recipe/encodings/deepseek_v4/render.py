@@ -338,12 +338,16 @@ def _body(
     return False
 
 
+#: Effective effort -> its effort text as a segment (None for ``low``, which has none), built once.
+_EFFORT_SEGMENTS: dict[str | None, Text | None] = {k: Text(v) if v else None for k, v in EFFORT_TEXTS.items()}
+
+
 def _header(conv: Conversation) -> list[Segment]:
     segs: list[Segment] = [_S_BOS]
     if conv.thinking:
-        effort = EFFORT_TEXTS.get(conv.reasoning_effort, _EFFORT_HIGH)
-        if effort:
-            segs.append(Text(effort))
+        effort = _EFFORT_SEGMENTS.get(conv.reasoning_effort, _EFFORT_SEGMENTS["high"])
+        if effort is not None:
+            segs.append(effort)
     segs += _system_section(conv)
     return segs
 

@@ -80,6 +80,10 @@ def effort_line(effort: str | None) -> str:
     return EFFORT_LINE.format(budget=EFFORT_BUDGETS.get(effort, 75))
 
 
+#: Effective effort -> its effort line as a segment (built once).
+_EFFORT_SEGMENTS: dict[str | None, Text] = {effort: Text(effort_line(effort)) for effort in EFFORT_BUDGETS}
+
+
 def _content(text: str, images: Sequence[ImagePlaceholder], sink: list[ImageSource]) -> list[Segment]:
     """Message text as segments: the image token at each placeholder offset, text elsewhere.
 
@@ -118,7 +122,8 @@ def _leading(conv: Conversation, first: SystemMessage | None, sink: list[ImageSo
         return []
     out: list[Segment] = [_S_SYSTEM]
     if conv.thinking:
-        out.append(Text(effort_line(conv.reasoning_effort)))
+        effort = conv.reasoning_effort
+        out.append(_EFFORT_SEGMENTS[effort] if effort in _EFFORT_SEGMENTS else Text(effort_line(effort)))
     if first is not None:
         out += _content(first.content, first.images, sink)
     if conv.tools:
