@@ -219,8 +219,9 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
     tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking, options=options)
-    common.check_strict_mixing(tools, options)
-    common.check_format_with_strict_tools(tools, req.response_format is not None, options=options)
+    if tools:  # (both rules are about strict tools)
+        common.check_strict_mixing(tools, options)
+        common.check_format_with_strict_tools(tools, req.response_format is not None, options=options)
 
     rf = _response_format(req.response_format)
     common.check_response_format(rf)
@@ -231,7 +232,8 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         )
     if has_prefix and rf.type == "json_object":
         raise RequestError("response_format json_object should not be used with prefix", param="response_format")
-    common.check_sampling(req.temperature, req.top_p)
+    if req.temperature is not None or req.top_p is not None:
+        common.check_sampling(req.temperature, req.top_p)
     if req.n is not None and req.n != 1:
         raise RequestError("Invalid n value (currently only n = 1 is supported)", param="n")
     for key in ("presence_penalty", "frequency_penalty"):
@@ -243,16 +245,17 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
             "Invalid top_logprobs and logprobs value, logprobs must be set to true if top_logprobs is used.",
             param="top_logprobs",
         )
-    max_tokens = common.check_max_tokens(req.max_tokens, thinking, options, clamp=False, field="max_tokens")
-    stop_list = [req.stop] if isinstance(req.stop, str) else list(req.stop or ())
-    stop = common.check_stop(stop_list, "stop", indexed=False)
+    max_tokens = None if req.max_tokens is None else common.check_max_tokens(
+        req.max_tokens, thinking, options, clamp=False, field="max_tokens")
+    stop = () if req.stop is None else common.check_stop(
+        [req.stop] if isinstance(req.stop, str) else list(req.stop), "stop", indexed=False)
 
     sampling = common.sampling(
         thinking, tools, req.temperature, req.top_p, seed=req.seed, logprobs=bool(req.logprobs), top_logprobs=req.top_logprobs,
         rule=rules.top_p,
     )
     return Conversation(
-        messages=tuple(m for m in messages if not (type(m) is SystemMessage and m.content == "")),
+        messages=tuple([m for m in messages if type(m) is not SystemMessage or m.content != ""]),
         tools=tools,
         tool_choice=tool_choice,
         thinking=thinking,
