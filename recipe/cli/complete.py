@@ -104,7 +104,7 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
         for i in ids:
             if cs.finished:
                 break
-            data = cs.sse(cs.push((i,)))
+            data = cs.push_sse((i,))
             if data:
                 out.write(data)
         out.write(cs.sse(cs.finish(ns.finish)))
