@@ -291,9 +291,17 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
         m.child(m.requests, api, "200").inc()
         out = cs.start()
+        # Chat / Messages: a delta with nothing before it to frame and no usage change gets its frame
+        # straight from the parser (push_sse: the same bytes, no payload dicts); Responses keeps the
+        # payloads (its lifecycle fields and the stored turn are read from them)
+        direct = rstate is None
         while True:
+            data = b""
             if d.token_ids:
-                out += cs.push(d.token_ids, d.logprobs)
+                if direct and not out and d.cached_tokens is None and usage.cached == opened_cached:
+                    data = cs.push_sse(d.token_ids, d.logprobs)
+                else:
+                    out += cs.push(d.token_ids, d.logprobs)
                 usage.completion += len(d.token_ids)
             if d.cached_tokens is not None:
                 usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
@@ -311,19 +319,21 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                     await _save(job, rstate.final)
             elif rstate is not None:
                 rstate.see(out)
+            if out:
+                data += cs.sse(out)
             if cs.finished:
-                await writer.close(cs.sse(out))  # the last frame and the end of the body: one write
+                await writer.close(data)  # the last frame and the end of the body: one write
                 if first_byte:
                     first_byte = False
                     _observe_first(job, engine_seconds)
                 break
-            if out:
-                if writer.hold(cs.sse(out)):
+            if data:
+                if writer.hold(data):
                     await writer.flush()
                 if first_byte:
                     first_byte = False
                     _observe_first(job, engine_seconds)
-                out = []
+            out = []
             try:
                 d = await it.__anext__()
             except StopAsyncIteration:
