@@ -15,7 +15,7 @@ from recipe.api.responses import namespace_tool_map, parse_responses_request
 from recipe.encodings.deepseek_v41 import ENCODING
 from recipe.options import DEFAULT_OPTIONS
 from v41_strategies import chat_v41_requests, messages_v41_requests, responses_v41_requests
-from v41_support import compare, ours
+from v41_support import compare, ours, synthetic_v41_tokenizer
 
 
 def _check(api: str, body: dict) -> bool:
@@ -64,3 +64,29 @@ def test_system_message_images_carry_the_message_path():
     bad = {"type": "image", "source": {"type": "url", "url": "ftp://x"}}
     mine = compare("messages", {**body, "messages": [body["messages"][0], {"role": "system", "content": [{"type": "text", "text": "a"}, bad]}]})
     assert mine["message"] == 'messages.1.content[1]: invalid url: "ftp://x"'
+
+
+def test_first_message_prefix_continues_in_the_answer():
+    """Found by this file's property (seed-dependent): an empty system message (dropped) before a
+    prefix assistant. deepseek-recipe renders the first-message prefix after ``</think>`` (V4 would
+    open ``<think>``); recipe renders the same prompt and parses the output as the answer
+    (docs/streaming.md, deviation 22), so text the model writes there is content, not reasoning."""
+    import recipe
+
+    for msgs, tail in (
+        ([{"role": "system", "content": ""}, {"role": "assistant", "content": "", "prefix": True}], "<｜Assistant｜></think>"),
+        ([{"role": "assistant", "content": "", "reasoning_content": "r", "prefix": True}], "<｜Assistant｜></think>"),
+        ([{"role": "assistant", "content": "ab", "reasoning_content": "r", "prefix": True}], "<｜Assistant｜></think>ab"),
+    ):
+        body = {"model": "deepseek-v4.1-flash", "messages": msgs, "temperature": 0.0}
+        mine = compare("chat", body)  # same prompt as deepseek-recipe; the stage per deviation 22
+        assert mine["prompt"].endswith(tail) and mine["conversion"]["thinking_stage"] == "content_continuation"
+        tok = synthetic_v41_tokenizer()
+        prep = recipe.prepare(body, tokenizer=tok)
+        answer = recipe.response(prep, tok.encode_ordinary("Hello"), tokenizer=tok)
+        message = answer["choices"][0]["message"]
+        assert message["content"] == "Hello" and not message.get("reasoning_content")
+    # a prefix after a system message keeps V4's thinking continuation, as deepseek-recipe does
+    later = compare("chat", {"model": "deepseek-v4.1-flash", "messages": [
+        {"role": "system", "content": "s"}, {"role": "assistant", "content": "", "reasoning_content": "r", "prefix": True}]})
+    assert later["prompt"].endswith("<｜Assistant｜><think>r") and later["conversion"]["thinking_stage"] == "reasoning_continuation"

@@ -124,6 +124,22 @@ def compare(api: str, body: Any, options: Options = PARITY_OPTIONS) -> dict[str,
         if mine["stage"] == "convert" and (api == "messages" or _v41_specific(mine["message"]) or _v41_specific(theirs["message"])):
             assert mine["message"] == theirs["message"], (mine["message"], theirs["message"])
         return mine
+    if _first_message_prefix(mine, theirs):  # deviation 22: our output starts where our prompt does
+        theirs["conversion"] = {**theirs["conversion"], "thinking_stage": "content_continuation"}
     for key in ("prompt", "special_ranges", "image_sources", "token_ids", "conversion"):
         assert mine[key] == theirs[key], (key, mine[key], theirs[key])
     return mine
+
+
+def _first_message_prefix(mine: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    """deepseek-recipe's V4.1 prompt continues a first-message prefix after ``</think>`` while its
+    ``thinking_stage`` says reasoning (docs/streaming.md, deviation 22): true when both prompts are
+    that shape, recipe starts the output in the answer and deepseek-recipe in the reasoning."""
+    tail = mine["prompt"].rsplit("<｜Assistant｜>", 1)[-1]
+    return (
+        mine["prompt"] == theirs["prompt"] and mine["prompt"].count("<｜Assistant｜>") == 1
+        and tail.startswith("</think>") and "<｜User｜>" not in mine["prompt"]
+        and theirs["conversion"]["thinking"] is True
+        and theirs["conversion"]["thinking_stage"] in ("reasoning", "reasoning_continuation")
+        and mine["conversion"]["thinking_stage"] == "content_continuation"
+    )

@@ -26,7 +26,7 @@ from recipe.encodings.base import Encoding, RequestRules
 from recipe.encodings.deepseek_v4 import new_parser
 from recipe.encodings.deepseek_v4.constants import EOS
 from recipe.encodings.deepseek_v41.constants import IMAGE, SPECIAL_IDS, SYSTEM
-from recipe.encodings.deepseek_v41.render import RESUMABLE, render
+from recipe.encodings.deepseek_v41.render import RESUMABLE, parsing, render
 from recipe.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ ENCODING = Encoding(
     models=("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash"),
     tokenizer=load_tokenizer,
     grammar=grammar,
+    parsing=parsing,
     request=RequestRules(
         system_in_place=True, image_token=IMAGE, deferred_tools=True, top_p="v41", apply_patch="v41", namespaces="v41",
         tool_search=True,

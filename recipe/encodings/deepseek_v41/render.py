@@ -19,7 +19,10 @@ numeric effort line (:data:`EFFORT_BUDGETS`), V4.1's json_object text, deferred 
 the tools block, only the first of consecutive ``latest_reminder`` messages rendered (observed;
 DeepSeek's reference encoder renders each), and image placeholders (:class:`~recipe.conversation.ImagePlaceholder`) as the
 image special token. The V4 building blocks (assistant turns, invokes, prefix continuation,
-generation prompt) are shared with :mod:`recipe.encodings.deepseek_v4.render`.
+generation prompt) are shared with :mod:`recipe.encodings.deepseek_v4.render`; a prefix assistant
+that is the conversation's first message is continued as with thinking off (``<｜Assistant｜></think>``
++ content, its reasoning not shown; observed on deepseek-recipe 0.2.0's V4.1 path, where V4 opens
+``<think>``), and :func:`parsing` starts its output in the answer accordingly.
 
 Template text is split into Special and Text segments here; message text is Text only, except an
 image placeholder at an offset the conversion recorded.
@@ -28,6 +31,7 @@ image placeholder at an offset the conversion recorded.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -38,6 +42,7 @@ from recipe.conversation import (
     ImageSource,
     LatestReminderMessage,
     Message,
+    ParsingOptions,
     SystemMessage,
     ToolDefinition,
     ToolMessage,
@@ -58,7 +63,7 @@ from recipe.encodings.deepseek_v41.constants import IMAGE, SYSTEM
 from recipe.jsonfmt import dumps_prompt_python
 from recipe.prompt import Prompt, Segment, Special, Text
 
-__all__ = ["render", "render_resumable", "render_context", "RESUMABLE", "V41_DIALECT", "EFFORT_BUDGETS", "EFFORT_LINE", "JSON_OBJECT_TEXT", "UPDATED_TOOLS_HEAD", "effort_line"]
+__all__ = ["render", "parsing", "render_resumable", "render_context", "RESUMABLE", "V41_DIALECT", "EFFORT_BUDGETS", "EFFORT_LINE", "JSON_OBJECT_TEXT", "UPDATED_TOOLS_HEAD", "effort_line"]
 
 #: V4.1's dialect: tag names with a leading space, a blank line in an invoke without parameters,
 #: Python's float format in prompt JSON (``1e-05``, where V4 prints ``0.00001``).
@@ -201,8 +206,8 @@ def _body(
         elif kind is LatestReminderMessage:
             segs += (_S_REMINDER, Text(m.content))
         elif kind is AssistantMessage:
-            if m.prefix and i == n - 1:
-                segs += prefix_assistant_segments(m, conv.thinking)
+            if m.prefix and i == n - 1:  # a prefix that is the first message continues without thinking
+                segs += prefix_assistant_segments(m, conv.thinking and i > 0)  # (observed, see parsing())
                 return True
             segs += assistant_segments(m, think_history, m.tool_calls, V41_DIALECT)
             if m.tool_calls:
@@ -241,6 +246,18 @@ def render(conv: Conversation) -> Prompt:
     a well-formed Conversation (``ValueError`` for image placeholders at wrong offsets).
     """
     return _render(conv, None, None)
+
+
+def parsing(conv: Conversation, default: ParsingOptions) -> ParsingOptions:
+    """The output's start as the V4.1 prompt leaves it: a prefix assistant that is the first message is
+    rendered with ``</think>`` (see :func:`render`), so its continuation is the answer
+    (``content_continuation``) even with thinking on. deepseek-recipe 0.2.0 renders that prompt but
+    still parses the output as reasoning continued (its ``thinking_stage`` contradicts its prompt;
+    docs/streaming.md, deviation 22); every other request keeps ``default``."""
+    msgs = conv.messages
+    if conv.thinking and len(msgs) == 1 and type(msgs[0]) is AssistantMessage and msgs[0].prefix:
+        return replace(default, thinking_stage="content_continuation")
+    return default
 
 
 def render_context(conv: Conversation) -> tuple[Any, ...]:
