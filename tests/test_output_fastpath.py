@@ -176,3 +176,51 @@ def test_block_after_block_with_prose(how):
     r = accumulate([e for c in split_ids(ids, how) for e in p.push(c)] + p.finish())
     assert r.content == "A.\n\nB."
     assert [(c.name, json.loads(c.arguments)) for c in r.tool_calls] == [("f", {"a": 1}), ("f", {"b": "x"})]
+
+
+def _v41(text: str, rnd: random.Random) -> str:
+    """Some of the DSML tags of ``text`` in DeepSeek-V4.1's spaced spelling (mixed spellings in one block)."""
+    for old, new in (("tool_calls>", " calls>"), ("｜DSML｜invoke", "｜DSML｜ invoke"), ("｜DSML｜parameter", "｜DSML｜ parameter")):
+        parts = text.split(old)
+        text = parts[0] + "".join((new if rnd.random() < 0.7 else old) + p for p in parts[1:])
+    return text
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(range(len(OPTION_SETS))), st.booleans(), st.floats(0.3, 1.0))
+def test_tag_shortcuts_one_id_per_push_match_the_general_path(seed, k, v41, keep):
+    """One id per push through tool blocks: the tag-piece shortcuts (``<`` / ``</``, ``｜DSML｜``, a
+    token completing a held tag, string-value pieces ending in a newline) give the general path's
+    events push by push, with corrupted DSML, undeclared and strict tools, V4.1's spaced spelling
+    (mixed with V4's) and the output cut at a random id (a tag left partial at the end)."""
+    rnd = random.Random(seed)
+    text = "Calls:\n\n<｜DSML｜tool_calls>\n" + "".join(_invoke_text(rnd) for _ in range(rnd.randint(1, 4))) + _output(rnd)
+    if v41:
+        text = _v41(text, rnd)
+    ids = tok().encode_with_special_tokens(text)
+    ids = ids[: max(1, int(len(ids) * keep))]
+    o = OPTION_SETS[k]
+    chunks = split_ids(ids, "one")
+    assert _per_push(o, chunks, False) == _per_push(o, chunks, True), text
+
+
+def test_tag_shortcuts_really_run():
+    """In a well-formed block fed one id per push, almost no id reaches the general path."""
+    text = "Calls:\n\n<｜DSML｜tool_calls>\n" + "".join(
+        f'<｜DSML｜invoke name="f">\n' + _param("code", "def f(x):\n    return x\n", True) + _param("n", "3", False)
+        + "</｜DSML｜invoke>\n" for _ in range(20)) + "</｜DSML｜tool_calls>"
+    ids = tok().encode_with_special_tokens(text)
+    p = OutputParser(opts(tools=["f"]), tok(), tool_call_id=1)
+    p.push(ids[:5])  # (ids seen for the first time take the general path once)
+    warm = OutputParser(opts(tools=["f"]), tok(), tool_call_id=1)
+    for i in ids:
+        warm.push((i,))
+    general = []
+    orig = p._push_ids
+    p._push_ids = lambda t: (general.append(t), orig(t))[1]
+    fast = [p.push((i,)) for i in ids[5:]] + [p.finish()]
+    assert len(general) <= 2, general
+    q = OutputParser(opts(tools=["f"]), tok(), tool_call_id=1)
+    _general(q)
+    q.push(ids[:5])
+    assert fast == [q.push((i,)) for i in ids[5:]] + [q.finish()]

@@ -7,7 +7,10 @@ switched off by clearing ``_fast_ok`` / ``_fast_texts`` / ``_fast_plain`` / ``_r
 * **plain tokens** (the first test of :meth:`FastPaths.push`): an id whose text holds no ``<``,
   ``>`` or newline (:func:`plain_cache`, per vocabulary: its text, its JSON-escaped form and shared
   reasoning / content events) in mid-reasoning, mid-content, a string or non-string value, or the
-  name and attributes of a held DSML tag: one dict lookup and the state's few flags;
+  name and attributes of a held DSML tag: one dict lookup and the state's few flags; in the same
+  first test, the pieces of a DSML tag inside a block: ``<`` / ``</`` starting one, ``｜DSML｜`` after
+  them, and a token with ``>`` completing the held tag (:meth:`FastPaths._tag_token`, the general
+  ``_push_ids`` directly when it declines);
 * **one-token pushes** (:meth:`FastPaths.push`): plain text in reasoning, content or a string
   value, whitespace between tags, a token completing a held DSML tag (:meth:`FastPaths._tag_token`),
   the ``<`` / ``｜DSML｜`` pieces of a tag, the tokens after a held block opener that cannot decide
@@ -165,36 +168,62 @@ class FastPaths:
         if len(token_ids) == 1:
             # The plainest token (no "<", ">" or newline): the cases of the paths below that
             # it can take, with fewer checks (same actions, same events).
-            hit = self._fast_plain.get(token_ids[0])
-            if hit is not None and not self._hold:
-                st = self._state
-                if st == VALUE:
-                    if self._vstring:
-                        if not self._vnl:
+            tid = token_ids[0]
+            hit = self._fast_plain.get(tid)
+            if hit is not None:
+                if not self._hold:
+                    st = self._state
+                    if st == VALUE:
+                        if self._vstring:
+                            if not self._vnl:
+                                self._completion += 1
+                                piece = hit[1]
+                                args = self._args
+                                args.append(piece)
+                                self._args_sent = len(args)
+                                return [ToolCallArgumentsDelta(self._call, piece)]
+                        elif not self._vdup:  # a non-string value: buffered until its closer
                             self._completion += 1
-                            piece = hit[1]
-                            args = self._args
-                            args.append(piece)
-                            self._args_sent = len(args)
-                            return [ToolCallArgumentsDelta(self._call, piece)]
-                    elif not self._vdup:  # a non-string value: buffered until its closer
+                            self._vbuf.append(hit[0])
+                            return []
+                    elif st == REASONING:
+                        if not self._r_nl and not self._r_q and not self._r_lead and not self._rpend:
+                            self._completion += 1
+                            self._pos += len(hit[0])
+                            self._rcount += 1
+                            return [hit[2]]
+                    elif st == CONTENT:
+                        if self._plain and not self._c_nl and not self._c_q and not self._c_lead and not self._after_block:
+                            self._completion += 1
+                            return [hit[3]]
+                elif self._hold_tag:
+                    if self._state != HOLD and len(self._hold) + len(hit[0]) < TAG_MAX:
+                        self._hold += hit[0]  # the name or attributes of a DSML tag waiting for its ">"
                         self._completion += 1
-                        self._vbuf.append(hit[0])
                         return []
-                elif st == REASONING:
-                    if not self._r_nl and not self._r_q and not self._r_lead and not self._rpend:
-                        self._completion += 1
-                        self._pos += len(hit[0])
-                        self._rcount += 1
-                        return [hit[2]]
-                elif st == CONTENT:
-                    if self._plain and not self._c_nl and not self._c_q and not self._c_lead and not self._after_block:
-                        self._completion += 1
-                        return [hit[3]]
-            elif hit is not None and self._hold_tag and self._state != HOLD and len(self._hold) + len(hit[0]) < TAG_MAX:
-                self._hold += hit[0]  # the name or attributes of a DSML tag waiting for its ">"
-                self._completion += 1
-                return []
+                elif hit[0] == "｜DSML｜" and BLOCK <= self._state <= VALUE and (self._hold == "<" or self._hold == "</"):
+                    self._hold += "｜DSML｜"  # now exactly an opener / closer prefix waiting for its ">"
+                    self._hold_tag = True
+                    self._completion += 1
+                    return []
+            elif not self._hold:
+                # the start of a DSML tag (or of an EOS spelling) in a block: held, as the scan would
+                text = self._fast_texts.get(tid)
+                if (text == "<" or text == "</") and BLOCK <= self._state <= VALUE:
+                    self._hold = text
+                    self._hold_tag = False
+                    self._completion += 1
+                    return []
+            elif self._hold_tag and BLOCK <= self._state <= VALUE:
+                # a token completing a held DSML tag (the general path when it is anything else)
+                text = self._fast_texts.get(tid)
+                if text is not None and ">" in text:
+                    out = self._tag_token(text)
+                    if out is not None:
+                        return out
+                    if type(token_ids) is not tuple and type(token_ids) is not list:
+                        token_ids = [int(t) for t in token_ids]
+                    return self._push_ids(token_ids)
         kind = type(token_ids)
         if kind is not tuple and kind is not list:
             token_ids = [int(t) for t in token_ids]
@@ -219,8 +248,17 @@ class FastPaths:
                     if "<" not in text:
                         if st == VALUE:
                             self._completion += 1
-                            if self._vstring and not self._vnl and text[-1] != "\n":
-                                # a string value piece: one escaped arguments delta (nothing was pending)
+                            if self._vstring:
+                                # a string value piece: one escaped arguments delta (nothing was pending);
+                                # a trailing "\n" is held until the next piece or the closer (_value_text)
+                                if self._vnl:
+                                    text = "\n" + text
+                                    self._vnl = False
+                                if text[-1] == "\n":
+                                    self._vnl = True
+                                    text = text[:-1]
+                                    if not text:
+                                        return []
                                 piece = encode_basestring(text)[1:-1]
                                 args = self._args
                                 args.append(piece)
@@ -319,7 +357,11 @@ class FastPaths:
             if kind != T_CLOSE_PARAM:
                 return None
             out = self._out = []
-            self._end_value(False, tag)
+            if self._vstring and not self._vdup:  # a string value: its closing quote (and held "\n")
+                self._args.append('\\n"' if self._vnl else '"')
+                self._vnl = False
+            else:
+                self._end_value(False, tag)
             st = self._state = INVOKE
         elif st == INVOKE:
             if kind == T_PARAM:
@@ -373,8 +415,14 @@ class FastPaths:
             else:
                 self._feed(rest)
                 return self._end_push(out)
-        if self._call >= 0:
-            self._flush_args()
+        call = self._call
+        if call >= 0:  # the argument text appended since the last flush: one delta (_flush_args)
+            args = self._args
+            k = self._args_sent
+            n = len(args)
+            if k < n:
+                out.append(ToolCallArgumentsDelta(call, args[k] if k + 1 == n else "".join(args[k:])))
+                self._args_sent = n
         return out  # start + "{" / args / args + end / content: never two mergeable deltas in a row
 
     def _bulk_invokes(self, s: str, i: int) -> int:
