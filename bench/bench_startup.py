@@ -12,6 +12,14 @@ Rank cache rows: *warm* reads the merged ranks from a cache directory filled bef
 *off* runs with ``RECIPE_CACHE_DIR=""`` (builds, writes nothing). The bench uses its own temporary
 cache directory, never the user's. Last, one process reports where a warm render's CPU time goes.
 
+Bytecode: a warm machine has every module's ``.pyc`` (``pip install`` compiles them; a source tree
+writes them on first import). The child processes get a bytecode cache in the bench's temporary
+directory (``PYTHONPYCACHEPREFIX``; the unmeasured first run fills it), whatever the caller's
+environment says, so a ``PYTHONDONTWRITEBYTECODE=1`` in it (common in containers and CI) does not
+turn every start into a compile of recipe's sources. One row keeps that condition for comparison:
+*no pyc* runs with ``PYTHONDONTWRITEBYTECODE=1`` and no prefix, which from a source tree without
+``__pycache__`` directories compiles each of recipe's modules on every start.
+
     python bench/bench_startup.py [--repeat N]
 """
 
@@ -124,8 +132,11 @@ def main() -> None:
 
     scratch = Path(tempfile.mkdtemp(prefix="recipe-bench-startup-"))
     warm_dir = scratch / "warm"
-    base = {k: v for k, v in os.environ.items() if k not in ("RECIPE_CACHE_DIR", "PYTHONPROFILEIMPORTTIME")}
+    dropped = ("RECIPE_CACHE_DIR", "PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+    base = {k: v for k, v in os.environ.items() if k not in dropped}
+    base["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
     warm = {**base, "RECIPE_CACHE_DIR": str(warm_dir)}
+    no_pyc = {**{k: v for k, v in warm.items() if k != "PYTHONPYCACHEPREFIX"}, "PYTHONDONTWRITEBYTECODE": "1"}
     recipe = _recipe_command()
     py = [sys.executable]
     rows = [
@@ -137,6 +148,7 @@ def main() -> None:
         Row("recipe tokenize TEXT (warm)", [*recipe, "tokenize", "Hello, world! 你好"], warm),
         Row("recipe render --example hello (cold)", [*recipe, "render", "--example", "hello"], base, fresh_cache=True),
         Row("recipe render --example hello (off)", [*recipe, "render", "--example", "hello"], {**base, "RECIPE_CACHE_DIR": ""}),
+        Row("recipe render --example hello (warm, no pyc)", [*recipe, "render", "--example", "hello"], no_pyc),
     ]
     try:
         import deepseek_recipe  # noqa: F401

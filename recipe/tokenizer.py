@@ -31,7 +31,6 @@ import codecs
 import functools
 import hashlib
 import importlib.util
-import lzma
 import os
 import threading
 from collections import OrderedDict
@@ -545,6 +544,8 @@ V3_TOKENIZER_SHA256 = "ecb6f9fc369894346f0511f4074ca75cee5cd5f3b06d02f1ba35fcd39
 
 
 def _v3_bytes() -> bytes:
+    import lzma  # only when the rank cache lacks the V3 vocabulary
+
     try:
         return lzma.decompress(V3_TOKENIZER_FILE.read_bytes())
     except (OSError, lzma.LZMAError) as exc:

@@ -19,8 +19,8 @@ ROW = {r["scenario"]: r for r in chat_rows()}["think_tool"]
 def run(monkeypatch, capsysbinary):
     orig = cli.build_parser
 
-    def build():
-        p = orig()
+    def build(argv=None):
+        p = orig(argv)
         sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
         if "complete" not in sub.choices:
             cli_complete.register(sub)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -277,15 +278,19 @@ sys.__stdout__.write(json.dumps([code, before, [m for m in heavy if m in sys.mod
 """
 
 
-@pytest.mark.parametrize("argv, loaded", [
-    (["--version"], []),
-    (["tokenize", "hi"], ["tiktoken", "rich"]),
-    (["render", "--example", "hello", "--json"], ["pydantic", "tiktoken"]),
-    (["render", "--example", "hello"], ["pydantic", "tiktoken", "rich"]),
-    (["render", "--example", "weather", "--json"], ["pydantic", "tiktoken", "jsonschema"]),  # its tool schema is checked
+@pytest.mark.parametrize("argv, loaded, env", [
+    (["--version"], [], {}),
+    (["tokenize", "hi"], ["tiktoken"], {}),  # output to a pipe: plain text, no rich
+    (["tokenize", "hi"], ["tiktoken", "rich"], {"FORCE_COLOR": "1"}),  # styled output: rich
+    (["render", "--example", "hello", "--json"], ["pydantic", "tiktoken"], {}),
+    (["render", "--example", "hello"], ["pydantic", "tiktoken"], {}),
+    (["render", "--example", "hello"], ["pydantic", "tiktoken", "rich"], {"FORCE_COLOR": "1"}),
+    (["render", "--example", "weather", "--json"], ["pydantic", "tiktoken", "jsonschema"], {}),  # its tool schema is checked
 ])
-def test_commands_import_only_what_they_use(argv, loaded):
-    proc = subprocess.run([sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, timeout=120)
+def test_commands_import_only_what_they_use(argv, loaded, env):
+    base = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    proc = subprocess.run([sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, timeout=120,
+                          env={**base, **env})
     assert proc.returncode == 0, proc.stderr
     code, before, after = json.loads(proc.stdout.splitlines()[-1])
     assert code == 0 and before == [] and sorted(after) == sorted(loaded)

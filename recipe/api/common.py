@@ -36,12 +36,6 @@ from recipe.encodings.table import ENCODINGS, get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact
 from recipe.options import DEFAULT_OPTIONS, Options
-from recipe.schema.strict import (
-    json_schema_constraint,
-    normalize_strict_response_schema,
-    normalize_strict_schema,
-    tools_constraint_json,
-)
 
 __all__ = [
     "EFFORT_LEVELS",
@@ -261,6 +255,8 @@ def _build_tool(
         _check_name_pattern(name, field)
     try:
         if strict and normalize_strict:
+            from recipe.schema.strict import normalize_strict_schema  # schema rules: loaded when a request has tools
+
             # strict schemas are only re-built (no meta-schema check), absent ones as the empty object
             parameters = normalize_strict_schema({"type": "object"} if parameters is None else parameters, tool_name=name)
         elif parameters is None:
@@ -434,6 +430,8 @@ def check_response_format(rf: ResponseFormat, field: str = "response_format") ->
         return
     try:
         if rf.strict:
+            from recipe.schema.strict import normalize_strict_response_schema
+
             normalize_strict_response_schema(rf.schema)
         else:
             from recipe.schema.validation import validate_response_schema  # jsonschema: loaded when used
@@ -459,6 +457,8 @@ def output_constraint(conv: Conversation) -> OutputConstraint | None:
     ``{"tools": [...], "format": {"kind", "schema"}}`` (compact JSON).
     """
     if conv.tools:
+        from recipe.schema.strict import tools_constraint_json
+
         tools_json = tools_constraint_json(conv.tools)
         if conv.tool_choice.mode == "required":
             kind = "tool_call_required_after_reasoning" if conv.thinking else "tool_call_required"
@@ -474,6 +474,8 @@ def output_constraint(conv: Conversation) -> OutputConstraint | None:
 
 def _format_constraint(rf: ResponseFormat) -> OutputConstraint | None:
     if rf.type == "json_schema":
+        from recipe.schema.strict import json_schema_constraint
+
         return OutputConstraint("json", json_schema_constraint(rf.schema, bool(rf.strict)))
     if rf.type == "json_object":
         return OutputConstraint("json", "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from recipe.errors import RequestError
@@ -23,6 +23,8 @@ __all__ = ["EXAMPLES", "Usage", "Failure", "Rejected", "read_input", "read_text"
 
 #: Names of the shipped example requests (``recipe/examples/NAME.json``).
 EXAMPLES = ("weather", "hello")
+#: Where they are (package data, read as files like the embedded V3 vocabulary in ``recipe/data``).
+EXAMPLES_DIR = Path(__file__).parent.parent / "examples"
 
 
 class Usage(Exception):
@@ -52,7 +54,7 @@ def read_input(arg: str | None, example: str | None) -> bytes:
     if example is not None:
         if example not in EXAMPLES:
             raise Usage(f"unknown example {example!r}; choose from {', '.join(EXAMPLES)}")
-        return resources.files("recipe.examples").joinpath(f"{example}.json").read_bytes()
+        return (EXAMPLES_DIR / f"{example}.json").read_bytes()
     if arg is None:
         raise Usage("give a request FILE, - for standard input, or --example NAME")
     if arg == "-":

@@ -8,15 +8,27 @@ shows one for an internal error).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from collections.abc import Sequence
 
-from recipe.cli import cache, complete, grammar, render, serve, tokenize
 from recipe.cli.common import Failure, Usage, load_prompt_ids
 from recipe.errors import RequestError
 from recipe.tokenizer import TokenIdError, TokenizerError
 
-__all__ = ["main", "entry", "build_parser"]
+__all__ = ["main", "entry", "build_parser", "COMMANDS"]
+
+#: Subcommand -> its module (``register(subparsers)`` adds its parser), in ``recipe --help`` order.
+#: A command line that names a command imports only that command's module.
+COMMANDS = {
+    "render": "recipe.cli.render",
+    "tokenize": "recipe.cli.tokenize",
+    "complete": "recipe.cli.complete",
+    "grammar": "recipe.cli.grammar",
+    "cache": "recipe.cli.cache",
+    "serve": "recipe.cli.serve",
+}
 
 
 def _version() -> str:
@@ -44,25 +56,28 @@ class _Parser(argparse.ArgumentParser):
         raise Usage(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, grammar, cache, serve)."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, grammar,
+    cache, serve). With ``argv``, only the commands it names are added (their modules imported),
+    or all of them when it names none (help, usage errors list every command)."""
     p = _Parser(prog="recipe", description="DeepSeek prompts from OpenAI / Anthropic API requests.")
     p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the model family's embedded vocabulary: DeepSeek-V4's, or DeepSeek-V3's for V3 … V3.2)")
     p.add_argument("--version", action=_VersionAction)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    render.register(sub)
-    tokenize.register(sub)
-    complete.register(sub)
-    grammar.register(sub)
-    cache.register(sub, load_prompt_ids)
-    serve.register(sub)
+    named = [name for name in COMMANDS if argv is not None and name in argv]
+    for name in named or COMMANDS:
+        module = importlib.import_module(COMMANDS[name])
+        if name == "cache":
+            module.register(sub, load_prompt_ids)
+        else:
+            module.register(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``recipe`` console script; returns the exit status."""
-    parser = build_parser()
     args = sys.argv[1:] if argv is None else argv
+    parser = build_parser(args)
     try:
         for arg in args:
             try:

@@ -1,37 +1,98 @@
 """The encoding table: encoding name -> :class:`~recipe.encodings.base.Encoding` record.
 
-Adding a model family: its package under ``recipe/encodings/`` and one row in :data:`ENCODINGS`.
-The default model table (:data:`recipe.options.DEFAULT_MODELS`) is derived from the records'
-``models``.
+Adding a model family: its package under ``recipe/encodings/`` and one :class:`Family` row in
+:data:`FAMILIES`. A row names the family's package and its API model names, so the table knows every
+model without importing any family: a family's package (its renderer, template, parser modules) is
+imported when a request first names one of its models (:func:`get_encoding`). The default model
+table (:data:`recipe.options.DEFAULT_MODELS`) is :data:`MODELS`, derived from the rows; a test
+checks that each row's models are its record's ``models``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from recipe.encodings import deepseek_r1, deepseek_v3, deepseek_v3_1, deepseek_v3_2, deepseek_v4, deepseek_v41
-from recipe.encodings.base import Encoding
+if TYPE_CHECKING:
+    from recipe.encodings.base import Encoding
 
-__all__ = ["ENCODINGS", "MODELS", "get_encoding"]
+__all__ = ["Family", "FAMILIES", "ENCODINGS", "MODELS", "get_encoding"]
 
-#: Encoding name -> record.
-ENCODINGS: Mapping[str, Encoding] = MappingProxyType({
-    deepseek_v4.ENCODING.name: deepseek_v4.ENCODING,
-    deepseek_v41.ENCODING.name: deepseek_v41.ENCODING,
-    deepseek_v3_2.ENCODING.name: deepseek_v3_2.ENCODING,
-    deepseek_v3_1.ENCODING.name: deepseek_v3_1.ENCODING,
-    deepseek_r1.ENCODING.name: deepseek_r1.ENCODING,
-    deepseek_v3.ENCODING.name: deepseek_v3.ENCODING,
-})
 
-#: API model name -> encoding name, from every record's ``models`` (matched exactly).
-MODELS: Mapping[str, str] = MappingProxyType({m: e.name for e in ENCODINGS.values() for m in e.models})
+@dataclass(frozen=True, slots=True)
+class Family:
+    """One row of the table: what is known of a family before its package is imported.
+
+    Attributes:
+        package: the family's package; its ``ENCODING`` attribute is the record (named ``name``).
+        models: the API model names mapped to the family by default (the record's ``models``).
+    """
+
+    package: str
+    models: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """The encoding name: the package's last component (``"deepseek_v4"``)."""
+        return self.package.rpartition(".")[2]
+
+
+#: One row per family (the order of ``ENCODINGS``).
+FAMILIES: tuple[Family, ...] = (
+    Family("recipe.encodings.deepseek_v4",
+           ("DeepSeek-V4-Pro", "DeepSeek-V4-Flash", "deepseek-v4-pro", "deepseek-v4-flash")),
+    Family("recipe.encodings.deepseek_v41", ("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash")),
+    Family("recipe.encodings.deepseek_v3_2",
+           ("deepseek-v3.2", "deepseek-v3.2-speciale", "DeepSeek-V3.2", "DeepSeek-V3.2-Speciale",
+            "deepseek-ai/DeepSeek-V3.2", "deepseek-ai/DeepSeek-V3.2-Speciale")),
+    Family("recipe.encodings.deepseek_v3_1",
+           ("deepseek-v3.1", "deepseek-v3.1-terminus", "deepseek-v3.2-exp", "DeepSeek-V3.1", "DeepSeek-V3.1-Terminus",
+            "DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3.1-Terminus",
+            "deepseek-ai/DeepSeek-V3.2-Exp")),
+    Family("recipe.encodings.deepseek_r1",
+           ("deepseek-r1", "deepseek-r1-0528", "DeepSeek-R1", "DeepSeek-R1-0528",
+            "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-R1-0528")),
+    Family("recipe.encodings.deepseek_v3",
+           ("deepseek-v3", "deepseek-v3-0324", "DeepSeek-V3", "DeepSeek-V3-0324",
+            "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3-0324")),
+)
+
+_ROWS: Mapping[str, Family] = {f.name: f for f in FAMILIES}
+
+
+class _Records(Mapping[str, "Encoding"]):
+    """Encoding name -> record, importing a family's package on first lookup of its name."""
+
+    def __getitem__(self, name: str) -> Encoding:
+        row = _ROWS[name]  # KeyError for an unknown name, before anything is imported
+        return importlib.import_module(row.package).ENCODING  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_ROWS)
+
+    def __len__(self) -> int:
+        return len(_ROWS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _ROWS
+
+    def __repr__(self) -> str:
+        return f"ENCODINGS({', '.join(_ROWS)})"
+
+
+#: Encoding name -> record (read-only; a family is imported when its record is first looked up).
+ENCODINGS: Mapping[str, Encoding] = _Records()
+
+#: API model name -> encoding name, from every row's ``models`` (matched exactly).
+MODELS: Mapping[str, str] = MappingProxyType({m: f.name for f in FAMILIES for m in f.models})
 
 
 def get_encoding(name: str) -> Encoding:
-    """The record of encoding ``name``. Raises ``KeyError`` (naming the known encodings) if unknown."""
-    try:
-        return ENCODINGS[name]
-    except KeyError:
-        raise KeyError(f"unknown encoding {name!r}; known: {', '.join(ENCODINGS)}") from None
+    """The record of encoding ``name`` (its family's package is imported on first use). Raises
+    ``KeyError`` (naming the known encodings) if unknown."""
+    if name not in _ROWS:
+        raise KeyError(f"unknown encoding {name!r}; known: {', '.join(_ROWS)}")
+    return ENCODINGS[name]
