@@ -56,18 +56,11 @@ def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 marks = [("python start-up", 0.0), ("(then)", cpu())]
-import recipe.cli.main
-marks.append(("import the CLI", cpu()))
-import hashlib
-from recipe import ranks
-from recipe.tokenizer import _assemble, default_tokenizer_path
-data = default_tokenizer_path().read_bytes()
-digest = hashlib.sha256(data).hexdigest()
-marks.append(("read + hash tokenizer.json", cpu()))
-table = ranks.load(digest, ranks.cache_dir())
-marks.append(("read + verify the rank cache", cpu()))
-tok = _assemble(table, table.special_tokens, digest, "tokenizer")
-marks.append(("check the vocabulary", cpu()))
+import recipe.cli.main, recipe.cli.render
+marks.append(("import the CLI (main, render)", cpu()))
+from recipe.tokenizer import load_tokenizer
+tok = load_tokenizer()
+marks.append(("load the vocabulary (digest + rank cache)", cpu()))
 import recipe.pipeline, recipe.api.chat
 marks.append(("import the request path (pydantic)", cpu()))
 from recipe.cli.common import prepare_request, read_input
@@ -77,7 +70,7 @@ marks.append(("prepare the request (small-text encode)", cpu()))
 from recipe.cli.view import print_prompt
 with contextlib.redirect_stdout(io.StringIO()):
     print_prompt(prep)
-marks.append(("import rich + print", cpu()))
+marks.append(("print (to a pipe: no rich)", cpu()))
 tok.warm()
 marks.append(("(not in render) full tiktoken encoding", cpu()))
 for (name, _), (_, a), (_, b) in zip(marks[2:], marks[1:], marks[2:]):

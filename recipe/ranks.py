@@ -23,6 +23,16 @@ match is :class:`CacheCorrupt` and is rebuilt by the caller; a cache file is wri
 file in the same directory and moved into place with ``os.replace``, so a reader sees the old file,
 the new one or none — never half of one; a cache directory that cannot be created or written only
 costs the rebuild (:func:`store` returns None).
+
+**A file's digest without reading it** (:func:`known_digest`, :func:`record_digest`): reading and
+hashing a 6 MB ``tokenizer.json`` costs a new process about 12 ms, more than reading its ranks back.
+So the cache also remembers, per file path, the digest of the file as it was: ``source-v1-<sha256
+of the path>.json`` holds the path, its stat signature (size, modification and status-change times
+in ns, inode, device — what git's index compares to skip re-hashing) and the digest. The digest is
+used only while the file's signature is unchanged; any write to the file changes its status-change
+time (which no user call can set back), so a changed file is read and hashed again. A digest is
+not recorded for a file changed in the last :data:`RACY_SECONDS` (a write in the same clock tick
+could leave the times unchanged), nor when the cache is disabled.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import os
 import re
 import struct
 import sys
+import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -355,10 +366,15 @@ def store(source_sha256: str, ranks: Mapping[bytes, int], special_tokens: Mappin
     when caching is disabled or the directory cannot be created or written (never raises OSError)."""
     if directory is None:
         return None
-    import tempfile  # only a process that builds a vocabulary writes
+    return _write(cache_path(source_sha256, directory), encode(source_sha256, ranks, special_tokens))
 
-    data = encode(source_sha256, ranks, special_tokens)
-    target = cache_path(source_sha256, directory)
+
+def _write(target: Path, data: bytes) -> Path | None:
+    """``data`` into ``target`` atomically (temporary file in the same directory + ``os.replace``),
+    creating the directory; None when that fails (never raises OSError)."""
+    import tempfile  # only a process that writes the cache
+
+    directory = target.parent
     tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -374,3 +390,49 @@ def store(source_sha256: str, ranks: Mapping[bytes, int], special_tokens: Mappin
             except OSError:
                 pass
         return None
+
+
+# --------------------------------------------------------------------------------------------
+# Source digests: a file's SHA-256 without reading it, while the file is unchanged
+# --------------------------------------------------------------------------------------------
+
+#: A file changed less than this many seconds ago gets no recorded digest (see the module doc).
+RACY_SECONDS = 2.0
+
+
+def digest_path(source: str, directory: Path) -> Path:
+    """The file that remembers the digest of the file at the absolute path ``source``."""
+    key = hashlib.sha256(os.fsencode(source)).hexdigest()[:32]
+    return directory / f"source-v{FORMAT}-{key}.json"
+
+
+def _signature(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def known_digest(source: str, st: os.stat_result, directory: Path | None) -> str | None:
+    """The SHA-256 (hex) recorded for the file at absolute path ``source`` whose ``os.stat`` is ``st``,
+    or None: nothing recorded, the cache disabled or unreadable, or a record of the file as it was
+    before (another size, time, inode or device). A damaged record counts as none."""
+    if directory is None:
+        return None
+    try:
+        record = orjson.loads(digest_path(source, directory).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(record, dict) or record.get("path") != source or record.get("stat") != _signature(st):
+        return None
+    digest = record.get("sha256")
+    if not isinstance(digest, str) or len(digest) != 64 or digest.strip("0123456789abcdef"):
+        return None
+    return digest
+
+
+def record_digest(source: str, st: os.stat_result, digest: str, directory: Path | None) -> Path | None:
+    """Remember that the file at absolute path ``source``, with ``os.stat`` ``st`` (taken before its
+    bytes were read), has SHA-256 ``digest``. Returns the record's path, or None when nothing was
+    written: the cache disabled or unwritable, or the file changed in the last :data:`RACY_SECONDS`."""
+    if directory is None or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_SECONDS * 1e9:
+        return None
+    record = {"path": source, "stat": _signature(st), "sha256": digest}
+    return _write(digest_path(source, directory), orjson.dumps(record))

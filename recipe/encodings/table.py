@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from recipe.encodings.base import Encoding
@@ -22,9 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["Family", "FAMILIES", "ENCODINGS", "MODELS", "get_encoding"]
 
 
-@dataclass(frozen=True, slots=True)
-class Family:
-    """One row of the table: what is known of a family before its package is imported.
+class Family(NamedTuple):
+    """One row of the table: what is known of a family before its package is imported (a
+    NamedTuple: every start-up builds this class, in one step where a dataclass takes six).
 
     Attributes:
         package: the family's package; its ``ENCODING`` attribute is the record (named ``name``).
@@ -61,14 +60,18 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 _ROWS: Mapping[str, Family] = {f.name: f for f in FAMILIES}
+_loaded: dict[str, Encoding] = {}  # the records looked up so far (a dict read per later lookup)
 
 
 class _Records(Mapping[str, "Encoding"]):
     """Encoding name -> record, importing a family's package on first lookup of its name."""
 
     def __getitem__(self, name: str) -> Encoding:
-        row = _ROWS[name]  # KeyError for an unknown name, before anything is imported
-        return importlib.import_module(row.package).ENCODING  # type: ignore[no-any-return]
+        record = _loaded.get(name)
+        if record is None:
+            row = _ROWS[name]  # KeyError for an unknown name, before anything is imported
+            record = _loaded[name] = importlib.import_module(row.package).ENCODING
+        return record
 
     def __iter__(self) -> Iterator[str]:
         return iter(_ROWS)
@@ -93,6 +96,7 @@ MODELS: Mapping[str, str] = MappingProxyType({m: f.name for f in FAMILIES for m 
 def get_encoding(name: str) -> Encoding:
     """The record of encoding ``name`` (its family's package is imported on first use). Raises
     ``KeyError`` (naming the known encodings) if unknown."""
-    if name not in _ROWS:
-        raise KeyError(f"unknown encoding {name!r}; known: {', '.join(_ROWS)}")
-    return ENCODINGS[name]
+    try:
+        return ENCODINGS[name]
+    except KeyError:
+        raise KeyError(f"unknown encoding {name!r}; known: {', '.join(_ROWS)}") from None
