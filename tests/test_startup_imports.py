@@ -139,3 +139,17 @@ def test_an_unknown_encoding_is_a_key_error_naming_the_known_ones():
     with pytest.raises(KeyError, match="unknown encoding 'gpt'; known: deepseek_v4, deepseek_v41"):
         table.get_encoding("gpt")
     assert "gpt" not in table.ENCODINGS and table.ENCODINGS.get("gpt") is None
+
+
+def test_the_parser_adds_the_named_command_or_all_of_them(capsys):
+    from recipe.cli.main import COMMANDS, build_parser, main
+
+    def commands(parser):
+        sub = next(a for a in parser._actions if a.dest == "command")
+        return list(sub.choices)
+
+    assert commands(build_parser(["render", "--example", "hello"])) == ["render"]
+    assert commands(build_parser(["--tokenizer", "t.json", "cache", "keys", "f.json"])) == ["cache"]
+    assert commands(build_parser([])) == commands(build_parser()) == list(COMMANDS)  # help lists every command
+    assert main(["rendr"]) == 2
+    assert "invalid choice: 'rendr' (choose from 'render', 'tokenize', 'complete', 'grammar', 'cache', 'serve')" in capsys.readouterr().err
