@@ -90,3 +90,31 @@ def test_first_message_prefix_continues_in_the_answer():
     later = compare("chat", {"model": "deepseek-v4.1-flash", "messages": [
         {"role": "system", "content": "s"}, {"role": "assistant", "content": "", "reasoning_content": "r", "prefix": True}]})
     assert later["prompt"].endswith("<｜Assistant｜><think>r") and later["conversion"]["thinking_stage"] == "reasoning_continuation"
+
+
+def test_empty_system_messages_after_a_prefix_are_dropped_before_the_prefix_rule():
+    """Found by this file's property (seed-dependent): deepseek-recipe drops empty system messages
+    before it checks that a prefix assistant is the final message (V4 and V4.1); a non-empty one
+    (or any other message) after the prefix is still refused."""
+    import recipe
+
+    for model in ("deepseek-v4-pro", "deepseek-v4.1-flash"):
+        for tail, ok in (
+            ([{"role": "system", "content": ""}], True),
+            ([{"role": "system", "content": []}, {"role": "system", "content": [{"type": "text", "text": ""}]}], True),
+            ([{"role": "system", "content": "x"}], False),
+            ([{"role": "system", "content": ""}, {"role": "user", "content": ""}], False),
+        ):
+            body = {"model": model, "messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a", "prefix": True}, *tail]}
+            theirs = oracle.convert("chat", json.dumps(body))
+            assert theirs["ok"] is ok
+            if ok:
+                assert recipe.prepare(body).prompt.text == theirs["prompt"]
+                assert recipe.prepare(body).prompt.text.endswith("</think>a")
+            else:
+                try:
+                    recipe.prepare(body)
+                except recipe.RequestError as err:
+                    assert err.message == theirs["message"] and err.param == "messages[1].prefix"
+                else:
+                    raise AssertionError("accepted a prefix that is not the final message")

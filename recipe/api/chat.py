@@ -200,14 +200,16 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options, encoding)
 
     messages = _convert_and_pair(list(req.messages), rules)
-    last = len(req.messages) - 1
+    # empty system messages are dropped before the prefix rules apply (deepseek-recipe, V4 and V4.1):
+    # a prefix followed only by empty system messages is the final message
+    last = next((i for i in range(len(messages) - 1, -1, -1) if not _dropped(messages[i])), len(messages) - 1)
     for i, m in enumerate(req.messages):
         if type(m) is AssistantMsg and m.prefix and i != last:
             raise RequestError(
                 "Invalid completion message: prefix set true with message which is not final message or message role is not assistant",
                 param=f"messages[{i}].prefix",
             )
-    has_prefix = isinstance(req.messages[-1], AssistantMsg) and req.messages[-1].prefix
+    has_prefix = type(req.messages[last]) is AssistantMsg and bool(req.messages[last].prefix)
     if has_prefix and (req.tools or any(isinstance(m, AssistantMsg) and m.tool_calls for m in req.messages)):
         raise RequestError("Function call should not be used with prefix", param="tools")
     if options.reasoning_content_behavior == "reject" and thinking:
@@ -255,7 +257,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         rule=rules.top_p,
     )
     return Conversation(
-        messages=tuple([m for m in messages if type(m) is not SystemMessage or m.content != ""]),
+        messages=tuple([m for m in messages if not _dropped(m)]),
         tools=tools,
         tool_choice=tool_choice,
         thinking=thinking,
@@ -266,6 +268,11 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         sampling=sampling,
         parallel_tool_calls=req.parallel_tool_calls is not False,
     )
+
+
+def _dropped(m: Message) -> bool:
+    """An empty system message, left out of the conversation (deepseek-recipe drops it at conversion)."""
+    return type(m) is SystemMessage and m.content == ""
 
 
 def _tools(tools_in: list[Any], mode: str, options: Options) -> list[ToolDefinition]:
