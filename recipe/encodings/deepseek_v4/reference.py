@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from recipe.encodings.deepseek_v4.constants import (
@@ -50,7 +50,8 @@ from recipe.encodings.deepseek_v4.constants import (
 )
 from recipe.encodings.deepseek_v4.render import (
     EFFORT_TEXTS,
-    TOOLS_TEMPLATE,
+    V4_DIALECT,
+    Dialect,
     template_segments,
 )
 from recipe.prompt import Prompt, Segment, Special, Text, encode_prompt
@@ -84,7 +85,6 @@ _EFFORTS = (None, "high", "max")
 
 #: The reference's ``reasoning_effort="max"`` prefix is the text deepseek-recipe prints for "high".
 _EFFORT_MAX_PREFIX = EFFORT_TEXTS["high"]
-_TOOLS_HEAD, _TOOLS_TAIL = TOOLS_TEMPLATE.split("{TOOL_LINES}")
 _RESPONSE_FORMAT_HEAD = "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
 
 #: Template literal -> segments (its ``｜DSML｜``/``<think>``/``</think>`` spellings are Special).
@@ -223,9 +223,10 @@ def _last_user_index(messages: Sequence[Message]) -> int:
 _KEEP_ROLES = frozenset({"user", "system", "tool", "latest_reminder", "direct_search_results"})
 
 
-def _drop_thinking(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Before the last user message: strip assistants' reasoning, remove developer/other messages."""
-    last_user = _last_user_index(messages)
+def _drop_thinking(messages: Sequence[dict[str, Any]], last_user_index: Callable[[Sequence[Message]], int] = _last_user_index) -> list[dict[str, Any]]:
+    """Before the last user message (as ``last_user_index`` finds it): strip assistants' reasoning,
+    remove developer and other messages not in :data:`_KEEP_ROLES` (V4 and V4.1 reference rule)."""
+    last_user = last_user_index(messages)
     out: list[dict[str, Any]] = []
     for idx, msg in enumerate(messages):
         role = msg.get("role")
@@ -236,19 +237,42 @@ def _drop_thinking(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _plan(
+    ctx: list[dict[str, Any]],
+    msgs: list[dict[str, Any]],
+    thinking_mode: str,
+    drop_thinking: bool,
+    last_user_index: Callable[[Sequence[Message]], int] = _last_user_index,
+) -> tuple[list[dict[str, Any]], int, int, bool]:
+    """``(full, start, count, effective_drop)``: the merged context + messages with tool results
+    ordered and, in thinking mode, reasoning dropped; render ``full[start:start + count]``.
+
+    Reasoning is dropped only when no message declares tools. The reference counts what to render
+    as len(dropped full) - len(dropped context), each dropped on its own; the two can disagree
+    about the context's tail (kept for parity).
+    """
+    full = _sort_tool_results(ctx + msgs)
+    effective_drop = drop_thinking and not any(m.get("tools") for m in full)
+    if thinking_mode == "thinking" and effective_drop:
+        full = _drop_thinking(full, last_user_index)
+        count = len(full) - len(_drop_thinking(ctx, last_user_index))
+        return full, len(full) - count, count, effective_drop
+    return full, len(ctx), len(msgs), effective_drop
+
+
 # ---------------------------------------------------------------------------------------------
 # Rendering one message
 # ---------------------------------------------------------------------------------------------
 
 
-def _render_tools_and_format(out: _Out, msg: Message) -> None:
-    """The ``## Tools`` and ``## Response Format`` sections of a system/developer message."""
+def _render_tools_and_format(out: _Out, msg: Message, d: Dialect = V4_DIALECT) -> None:
+    """The ``## Tools`` (in ``d``'s DSML spelling) and ``## Response Format`` sections of a
+    system/developer message."""
     tools = msg.get("tools")
     if tools:
-        schemas = "\n".join(_to_json(_get(t, "function", "a tool")) for t in tools)
-        out.lit(_TOOLS_HEAD)
-        out.text(schemas)
-        out.lit(_TOOLS_TAIL)
+        out.segs.extend(d.tools_head)
+        out.text("\n".join(_to_json(_get(t, "function", "a tool")) for t in tools))
+        out.segs.extend(d.tools_tail)
     response_format = msg.get("response_format")
     if response_format:
         out.lit(_RESPONSE_FORMAT_HEAD)
@@ -284,39 +308,108 @@ def _render_user_blocks(out: _Out, blocks: Sequence[Any]) -> None:
             out.text(f"[Unsupported {_fmt(kind)}]")
 
 
+def _params(args: Mapping[Any, Any]) -> list[tuple[str, str, str]]:
+    """``(name, "true"|"false", value)`` per argument: strings as they are, other values as JSON."""
+    return [(_fmt(k), "true" if isinstance(v, str) else "false", v if isinstance(v, str) else _to_json(v)) for k, v in args.items()]
+
+
 def _dsml_arguments(raw: Any) -> list[tuple[str, str, str]]:
-    """``(name, "true"|"false", value)`` per argument; unparsable arguments become one ``arguments`` string."""
+    """:func:`_params` of the parsed arguments; unparsable arguments become one ``arguments`` string."""
     try:
         args = json.loads(raw)
     except Exception:  # noqa: BLE001 - the reference wraps anything json.loads refuses
         args = {"arguments": raw}
     if not isinstance(args, dict):
         raise ReferenceEncodingError(f"tool call arguments must be a JSON object, got {type(args).__name__}")
-    return [(_fmt(k), "true" if isinstance(v, str) else "false", v if isinstance(v, str) else _to_json(v)) for k, v in args.items()]
+    return _params(args)
 
 
-def _render_tool_calls(out: _Out, calls: Sequence[Any]) -> None:
-    """``\\n\\n<｜DSML｜tool_calls>`` block with one ``invoke`` per call."""
-    out.lit(f"\n\n<{DSML}tool_calls>\n")
+def _render_tool_calls(
+    out: _Out,
+    calls: Sequence[Any],
+    d: Dialect = V4_DIALECT,
+    arguments: Callable[[Any], list[tuple[str, str, str]]] = _dsml_arguments,
+) -> None:
+    """``\\n\\n<｜DSML｜tool_calls>`` block (tag names as ``d`` spells them) with one ``invoke`` per call;
+    an invoke without parameters has a blank line (both reference encoders)."""
+    out.lit(f"\n\n<{DSML}{d.calls}>\n")
     for i, call in enumerate(calls):
         fn = _get(call, "function", "a tool call")
         name = _get(fn, "name", "a tool call's function")
-        params = _dsml_arguments(_get(fn, "arguments", "a tool call's function"))
+        params = arguments(_get(fn, "arguments", "a tool call's function"))
         if i:
             out.lit("\n")
-        out.lit(f'<{DSML}invoke name="')
+        out.lit(f'<{DSML}{d.invoke} name="')
         out.text(_fmt(name))
         out.lit('">\n')
         for j, (key, is_str, value) in enumerate(params):
             if j:
                 out.lit("\n")
-            out.lit(f'<{DSML}parameter name="')
+            out.lit(f'<{DSML}{d.parameter} name="')
             out.text(key)
             out.lit(f'" string="{is_str}">')
             out.text(value)
-            out.lit(f"</{DSML}parameter>")
-        out.lit(f"\n</{DSML}invoke>")
-    out.lit(f"\n</{DSML}tool_calls>")
+            out.lit(f"</{DSML}{d.parameter}>")
+        out.lit(f"\n</{DSML}{d.invoke}>")
+    out.lit(f"\n</{DSML}{d.calls}>")
+
+
+def _render_assistant(
+    out: _Out,
+    index: int,
+    messages: Sequence[dict[str, Any]],
+    last_user: int,
+    thinking: bool,
+    drop_thinking: bool,
+    emit: Callable[[_Out, Any], None],
+    d: Dialect = V4_DIALECT,
+    arguments: Callable[[Any], list[tuple[str, str, str]]] = _dsml_arguments,
+) -> None:
+    """An assistant message: reasoning + ``</think>`` when kept (thinking mode, not after a task,
+    after the last user message unless nothing is dropped), content via ``emit``, tool calls, EOS
+    unless ``wo_eos``."""
+    msg = messages[index]
+    prev_has_task = index >= 1 and messages[index - 1].get("task") is not None
+    if thinking and not prev_has_task and (not drop_thinking or index > last_user):
+        out.text(_fmt(msg.get("reasoning_content") or ""))
+        out.special(THINK_END)
+    emit(out, msg.get("content") or "")
+    calls = msg.get("tool_calls")
+    if calls:
+        _render_tool_calls(out, calls, d, arguments)
+    if not msg.get("wo_eos", False):
+        out.special(EOS)
+
+
+def _render_transition(
+    out: _Out,
+    index: int,
+    messages: Sequence[dict[str, Any]],
+    opens_turn: bool,
+    thinking: bool,
+    open_thinking: bool,
+) -> None:
+    """After message ``index``, when it is the last or followed by an assistant/reminder turn: its
+    task token (``action`` first opens the assistant turn), or, for a message that ``opens_turn``,
+    ``<｜Assistant｜>`` + ``<think>`` (``open_thinking``) or ``</think>``."""
+    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
+        return
+    task = messages[index].get("task")
+    if task is not None:
+        token = TASK_TOKENS.get(task) if isinstance(task, str) else None
+        if token is None:
+            raise ReferenceEncodingError(f"invalid task {task!r}; valid tasks: {sorted(TASK_TOKENS)}")
+        if task == "action":
+            out.special(ASSISTANT)
+            out.special(THINK_START if thinking else THINK_END)
+        out.special(token)
+    elif opens_turn:
+        out.special(ASSISTANT)
+        out.special(THINK_START if open_thinking else THINK_END)
+
+
+def _emit_text(out: _Out, value: Any) -> None:
+    out.text(_fmt(value))
 
 
 def _render_message(
@@ -355,35 +448,11 @@ def _render_message(
         out.special(LATEST_REMINDER)
         out.text(_fmt(content))
     elif role == "assistant":
-        prev_has_task = index >= 1 and messages[index - 1].get("task") is not None
-        if thinking and not prev_has_task and (not drop_thinking or index > last_user):
-            out.text(_fmt(msg.get("reasoning_content") or ""))
-            out.special(THINK_END)
-        out.text(_fmt(content or ""))
-        calls = msg.get("tool_calls")
-        if calls:
-            _render_tool_calls(out, calls)
-        if not msg.get("wo_eos", False):
-            out.special(EOS)
+        _render_assistant(out, index, messages, last_user, thinking, drop_thinking, _emit_text)
     else:
         raise ReferenceEncodingError(f"unknown role: {role!r}")
-
-    # A transition follows only the last message or one followed by an assistant/reminder turn.
-    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
-        return
-    task = msg.get("task")
-    if task is not None:
-        token = TASK_TOKENS.get(task) if isinstance(task, str) else None
-        if token is None:
-            raise ReferenceEncodingError(f"invalid task {task!r}; valid tasks: {sorted(TASK_TOKENS)}")
-        if task == "action":
-            out.special(ASSISTANT)
-            out.special(THINK_START if thinking else THINK_END)
-        out.special(token)
-    elif role in ("user", "developer"):
-        out.special(ASSISTANT)
-        open_thinking = thinking and (not drop_thinking or index >= last_user)
-        out.special(THINK_START if open_thinking else THINK_END)
+    open_thinking = thinking and (not drop_thinking or index >= last_user)
+    _render_transition(out, index, messages, role in ("user", "developer"), thinking, open_thinking)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,21 +490,10 @@ def render_messages(
     """
     ctx = _merge_tool_messages(context) if context else []
     msgs = _merge_tool_messages(messages)
-    full = _sort_tool_results(ctx + msgs)
+    full, start, count, effective_drop = _plan(ctx, msgs, thinking_mode, drop_thinking)
     out = _Out()
     if add_default_bos_token and not context:
         out.special(BOS)
-
-    effective_drop = drop_thinking and not any(m.get("tools") for m in full)
-    if thinking_mode == "thinking" and effective_drop:
-        full = _drop_thinking(full)
-        # The reference counts what to render as len(dropped full) - len(dropped context), each
-        # dropped on its own; the two can disagree about the context's tail (kept for parity).
-        count = len(full) - len(_drop_thinking(ctx))
-        start = len(full) - count
-    else:
-        count = len(msgs)
-        start = len(ctx)
 
     if count > 0:
         if thinking_mode not in _THINKING_MODES:

@@ -32,33 +32,31 @@ the caller's dicts are never mutated; only template special tokens become specia
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recipe.encodings.deepseek_v4.constants import (
-    ASSISTANT,
     BOS,
-    DSML,
-    EOS,
     LATEST_REMINDER,
     TASK_TOKENS,
     TEMPLATE_SPECIALS,
-    THINK_END,
-    THINK_START,
     USER,
 )
 
-# shared with the V4 reference encoder: segment accumulator, value helpers, tool-result order
+# shared with the V4 reference encoder: segment accumulator, value helpers, tool-result order,
+# dropped reasoning, the tools section, tool calls, assistant turns and turn transitions
 from recipe.encodings.deepseek_v4.reference import (
-    _KEEP_ROLES,
     ReferenceEncodingError,
     _fmt,
-    _get,
     _Out,
+    _params,
+    _plan,
+    _render_assistant,
+    _render_tools_and_format,
+    _render_transition,
     _require_str,
-    _sort_tool_results,
-    _to_json,
 )
 from recipe.encodings.deepseek_v41.constants import REFERENCE_IMAGE, SYSTEM
 from recipe.encodings.deepseek_v41.render import EFFORT_LINE, V41_DIALECT
@@ -82,8 +80,6 @@ EFFORT_BUDGETS = {"low": 50, "high": 75, "max": 100}
 #: Spellings the reference template emits as special tokens (plus the image placeholder chosen).
 REFERENCE_SPECIALS: frozenset[str] = frozenset(TEMPLATE_SPECIALS) | frozenset(TASK_TOKENS.values()) | {SYSTEM}
 
-_TOOLS_HEAD, _TOOLS_TAIL = V41_DIALECT.tools_template().split("{TOOL_LINES}")
-_RESPONSE_FORMAT_HEAD = "\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
 _IMAGE_BLOCK = "__image__"  # internal block type: an image placeholder (never a user's text)
 _IMAGE = object()  # an image placeholder inside :class:`_Mixed` text
 
@@ -208,19 +204,6 @@ def _last_user_index(messages: Sequence[Message]) -> int:
     return -1
 
 
-def _drop_thinking(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Before the last user message: strip assistants' reasoning, remove other non-kept messages."""
-    last_user = _last_user_index(messages)
-    out: list[dict[str, Any]] = []
-    for idx, msg in enumerate(messages):
-        role = msg.get("role")
-        if role in _KEEP_ROLES or idx >= last_user:
-            out.append(msg)
-        elif role == "assistant":
-            out.append({k: v for k, v in msg.items() if k != "reasoning_content"})
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Rendering one message
 # ---------------------------------------------------------------------------------------------
@@ -232,17 +215,6 @@ def _effort_line(effort: Any) -> str:
     if not ((type(effort) is int and 1 <= effort <= 100) or (isinstance(effort, str) and effort in EFFORT_BUDGETS)):
         raise ReferenceEncodingError(f"invalid reasoning_effort {effort!r}; expected an int in [1, 100] or one of {list(EFFORT_BUDGETS)}")
     return EFFORT_LINE.format(budget=EFFORT_BUDGETS[effort] if isinstance(effort, str) else effort)
-
-
-def _render_tools_and_format(out: _Out, msg: Message) -> None:
-    tools = msg.get("tools")
-    if tools:
-        out.lit(_TOOLS_HEAD)
-        out.text("\n".join(_to_json(_get(t, "function", "a tool")) for t in tools))
-        out.lit(_TOOLS_TAIL)
-    if msg.get("response_format"):
-        out.lit(_RESPONSE_FORMAT_HEAD)
-        out.text(_to_json(msg["response_format"]))
 
 
 def _render_blocks(out: _Out, blocks: Sequence[Any], placeholder: str) -> None:
@@ -292,32 +264,7 @@ def _arguments(raw: Any) -> list[tuple[str, str, str]]:
             args = json.loads(args)
         except Exception:  # noqa: BLE001 - the reference keeps what json.loads refuses
             break
-    if not isinstance(args, dict):
-        args = {"arguments": raw}
-    return [(_fmt(k), "true" if isinstance(v, str) else "false", v if isinstance(v, str) else _to_json(v)) for k, v in args.items()]
-
-
-def _render_tool_calls(out: _Out, calls: Sequence[Any]) -> None:
-    d = V41_DIALECT
-    out.lit(f"\n\n<{DSML}{d.calls}>\n")
-    for i, call in enumerate(calls):
-        fn = _get(call, "function", "a tool call")
-        params = _arguments(_get(fn, "arguments", "a tool call's function"))
-        if i:
-            out.lit("\n")
-        out.lit(f'<{DSML}{d.invoke} name="')
-        out.text(_fmt(_get(fn, "name", "a tool call's function")))
-        out.lit('">\n')
-        for j, (key, is_str, value) in enumerate(params):
-            if j:
-                out.lit("\n")
-            out.lit(f'<{DSML}{d.parameter} name="')
-            out.text(key)
-            out.lit(f'" string="{is_str}">')
-            out.text(value)
-            out.lit(f"</{DSML}{d.parameter}>")
-        out.lit(f"\n</{DSML}{d.invoke}>")
-    out.lit(f"\n</{DSML}{d.calls}>")
+    return _params(args if isinstance(args, dict) else {"arguments": raw})
 
 
 def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], last_user: int, thinking: bool,
@@ -334,7 +281,7 @@ def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], l
         if index > 0:
             out.special(SYSTEM)
         _emit(out, content or "", placeholder)
-        _render_tools_and_format(out, msg)
+        _render_tools_and_format(out, msg, V41_DIALECT)
     elif role == "user":
         out.special(USER)
         blocks = msg.get("content_blocks")
@@ -346,33 +293,13 @@ def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], l
         out.special(LATEST_REMINDER)
         _emit(out, content, placeholder)
     elif role == "assistant":
-        prev_has_task = index >= 1 and messages[index - 1].get("task") is not None
-        if thinking and not prev_has_task and (not drop_thinking or index > last_user):
-            out.text(_fmt(msg.get("reasoning_content") or ""))
-            out.special(THINK_END)
-        _emit(out, content or "", placeholder)
-        if msg.get("tool_calls"):
-            _render_tool_calls(out, msg["tool_calls"])
-        if not msg.get("wo_eos", False):
-            out.special(EOS)
+        emit = functools.partial(_emit, placeholder=placeholder)
+        _render_assistant(out, index, messages, last_user, thinking, drop_thinking, emit, V41_DIALECT, _arguments)
     else:
         raise ReferenceEncodingError(f"unknown role: {role!r}")
-
-    if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
-        return
-    task = msg.get("task")
-    if task is not None:
-        token = TASK_TOKENS.get(task) if isinstance(task, str) else None
-        if token is None:
-            raise ReferenceEncodingError(f"invalid task {task!r}; valid tasks: {sorted(TASK_TOKENS)}")
-        if task == "action":
-            out.special(ASSISTANT)
-            out.special(THINK_START if thinking else THINK_END)
-        out.special(token)
-    elif role == "user" or (role == "system" and index > 0):
-        out.special(ASSISTANT)
-        open_thinking = thinking and (not drop_thinking or index >= last_user)
-        out.special(THINK_START if open_thinking else THINK_END)
+    opens_turn = role == "user" or (role == "system" and index > 0)
+    open_thinking = thinking and (not drop_thinking or index >= last_user)
+    _render_transition(out, index, messages, opens_turn, thinking, open_thinking)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,17 +312,10 @@ def _render(messages: Sequence[Message], thinking_mode: str, context: Sequence[M
     ctx, _ = _process_images(context, placeholder) if context else ([], [])
     msgs, images = _process_images(messages, placeholder)
     ctx, msgs = _merge_tool_messages(ctx), _merge_tool_messages(msgs)
-    full = _sort_tool_results(ctx + msgs)
+    full, start, count, effective_drop = _plan(ctx, msgs, thinking_mode, drop_thinking, _last_user_index)
     out = _Out()
     if add_default_bos_token and not context:
         out.special(BOS)
-    effective_drop = drop_thinking and not any(m.get("tools") for m in full)
-    if thinking_mode == "thinking" and effective_drop:
-        full = _drop_thinking(full)
-        count = len(full) - len(_drop_thinking(ctx))
-        start = len(full) - count
-    else:
-        count, start = len(msgs), len(ctx)
     if count > 0:
         if thinking_mode not in ("chat", "thinking"):
             raise ReferenceEncodingError(f"invalid thinking_mode {thinking_mode!r}; expected 'chat' or 'thinking'")
