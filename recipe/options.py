@@ -102,6 +102,10 @@ class Options:
             turn silently loses its history).
         long_tool_names: tool names longer than 128 characters — ``accept`` or ``reject``
             (deepseek-recipe's 400 ``string too long``, checked with the names' pattern).
+        max_completion_tokens: Chat ``max_completion_tokens`` without ``max_tokens`` (the openai
+            SDK's current field; LangChain sends only it) — ``use`` (the completion-token limit,
+            checked as ``max_tokens``) or ``ignore`` (deepseek-recipe: no limit, the engine may
+            generate to the end of the window). ``max_tokens`` wins when both are given.
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -120,6 +124,7 @@ class Options:
     aliases: Mapping[str, ModelAlias] = field(default_factory=lambda: DEFAULT_ALIASES)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     long_tool_names: Literal["accept", "reject"] = "accept"
+    max_completion_tokens: Literal["use", "ignore"] = "use"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included).
@@ -140,6 +145,7 @@ class Options:
             anthropic_threads="ignore",
             aliases=MappingProxyType({}),
             long_tool_names="reject",
+            max_completion_tokens="ignore",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

@@ -252,3 +252,32 @@ def test_tool_names_past_128_characters_accepted_by_default_rejected_in_parity(a
     assert _LONG in prep.prompt.text
     short = _with_tools(api, ["get_weather", "x" * 128])
     assert prepare(short, api, options=PARITY_OPTIONS).token_ids == oracle.convert(api, short)["token_ids"]
+
+
+# --- class 9: Chat max_completion_tokens without max_tokens ---------------------------------------
+
+
+def test_max_completion_tokens_limits_the_completion_by_default_ignored_in_parity():
+    """LangChain's ChatOpenAI and the openai SDK's current field: deepseek-recipe ignores it (no limit:
+    the engine may generate to the end of the window); recipe uses it as ``max_tokens``."""
+    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 7}
+    theirs = oracle.convert("chat", body)
+    assert theirs["ok"] and theirs["conversion"]["max_tokens"] is None
+    parity = prepare(body, "chat", options=PARITY_OPTIONS)
+    assert parity.conversion()["max_tokens"] is None and parity.engine.max_tokens == 393216
+    ours = prepare(body, "chat")
+    assert ours.token_ids == theirs["token_ids"] == parity.token_ids  # the prompt is the same
+    assert ours.conversion()["max_tokens"] == 7 and ours.engine.max_tokens == 7
+    # max_tokens wins when both are given (deepseek-recipe reads only it)
+    both = prepare({**body, "max_tokens": 9}, "chat")
+    assert both.engine.max_tokens == 9 == oracle.convert("chat", {**body, "max_tokens": 9})["conversion"]["max_tokens"]
+    for bad, words in [("7", "valid integer (got str)"), (7.0, "valid integer (got float)"), (True, "valid integer (got bool)"),
+                       (-1, "greater than or equal to 0"), (2**32, "less than or equal to 4294967295")]:
+        assert oracle.convert("chat", json.dumps({**body, "max_completion_tokens": bad}))["ok"]  # ignored there
+        with pytest.raises(RequestError) as info:
+            prepare({**body, "max_completion_tokens": bad}, "chat")
+        assert info.value.param == "max_completion_tokens" and words in info.value.message
+        assert prepare({**body, "max_completion_tokens": bad}, "chat", options=PARITY_OPTIONS).engine.max_tokens == 393216
+    with pytest.raises(RequestError) as info:
+        prepare({**body, "max_completion_tokens": 0}, "chat")
+    assert info.value.param == "max_completion_tokens" and "[1, 393216]" in info.value.message

@@ -229,6 +229,7 @@ class ChatCompletionRequest(WireModel):
     response_format: ResponseFormatModel | None = None
     stop: Union[str, list[str], None] = None
     max_tokens: U32 | None = None
+    max_completion_tokens: Any = None  # checked at conversion, when read (Options.max_completion_tokens)
     temperature: float | None = None
     top_p: float | None = None
     presence_penalty: float | None = None
