@@ -218,9 +218,10 @@ def _error(request: Request, api: str, err: ServeError | RequestError) -> Respon
 
 
 def _tenant(request: Request, st: ServerState, api: str) -> Tenant | Response:
-    tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
+    auth, key = request.headers.get("authorization"), request.headers.get("x-api-key")
+    tenant = st.tenants.authenticate(auth, key)
     if tenant is None:
-        return _error(request, api, ServeError("authentication", "Incorrect API key provided."))
+        return _error(request, api, ServeError("authentication", "Incorrect API key provided." if auth or key else "Missing API key."))
     return tenant
 
 
@@ -246,16 +247,18 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         tenant = _tenant(request, st, "messages")
         if isinstance(tenant, Response):
             return tenant
-        raw = await request.body()
         try:
+            raw = await _read_body(request.receive, st.options.max_body_bytes, request.headers.get("content-length"))
             prep = await asyncio.to_thread(prepare, raw, "messages", options=st.count_options, tokenizer=st.tokenizer)
             ids = _prompt_ids(prep)
         except (RequestError, ServeError) as err:
             return _error(request, "messages", err)
+        except _ClientGone:
+            return Response(status_code=499)
         return JSONResponse({"input_tokens": len(ids)})
 
     async def models(request: Request) -> Response:
-        tenant = _tenant(request, st, "chat")
+        tenant = _tenant(request, st, "messages" if request.headers.get("anthropic-version") else "chat")
         if isinstance(tenant, Response):
             return tenant
         names = sorted({*st.options.models, *st.options.aliases})
