@@ -96,6 +96,30 @@ def test_field_paths():
         assert info.value.param == path, case
 
 
+@pytest.mark.parametrize("extra, path, message", [
+    ({"tool_choice": {"type": "custom"}}, "tool_choice.name", "invalid request body: missing field `name`"),
+    ({"tool_choice": {"type": "function", "name": 5}}, "tool_choice.name", None),
+    ({"text": {"format": {"type": "json_schema", "name": 5, "schema": {}}}}, "text.format.name", None),
+    ({"text": {"format": {"type": "json_schema", "name": "n"}}}, "text.format.schema", "invalid request body: missing field `schema`"),
+    ({"tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": []}}, "tool_choice",
+     "invalid request body: unknown variant `allowed_tools`, expected one of `function`, `web_search`, `web_search_2025_08_26`, `custom`"),
+])
+def test_parse_errors_in_tagged_objects_name_the_real_field(extra, path, message):
+    """The ``type`` tag of a tool choice or a flat ``text.format`` is no level of the path (found by
+    hostile requests: ``tool_choice.custom.name``, ``text.format.json_schema.name``); an unknown tool
+    choice lists the variants in deepseek-recipe's order."""
+    import oracle
+
+    body = {"model": "deepseek-v4-pro", "input": "Hi", **extra}
+    theirs = oracle.convert("responses", body)
+    assert not theirs["ok"] and theirs["stage"] == "parse"
+    with pytest.raises(RequestError) as info:
+        prepare_responses(body)
+    assert info.value.param == path and info.value.stage == "parse"
+    if message is not None:
+        assert info.value.message == message and theirs["message"].startswith(message)
+
+
 def test_namespace_tool_map_shapes():
     req = parse_responses_request(
         {

@@ -367,6 +367,14 @@ class NamedChoice(WireModel):
     name: str
 
 
+class _FunctionChoice(NamedChoice):
+    type: Literal["function"]
+
+
+class _CustomChoice(NamedChoice):
+    type: Literal["custom"]
+
+
 class WebSearchChoice(WireModel):
     """``{"type": "web_search"…}``: behaves as ``auto``."""
 
@@ -382,8 +390,9 @@ def _choice_check(v: Any) -> Any:
     raise ValueError(_CHOICE_MSG)
 
 
+# (the tags in serde's variant order: an unknown type's message lists them as deepseek-recipe does)
 ToolChoiceModel = Annotated[
-    Union[Literal["none", "auto", "required"], Annotated[Union[NamedChoice, WebSearchChoice], Field(discriminator="type")], None],
+    Union[Literal["none", "auto", "required"], Annotated[Union[_FunctionChoice, WebSearchChoice, _CustomChoice], Field(discriminator="type")], None],
     BeforeValidator(_choice_check),
 ]
 

@@ -41,8 +41,10 @@ def field_path(loc: tuple[Any, ...]) -> str:
             out += f"[{part}]"
         elif part.startswith(("function-", "union[", "tagged-union[", "literal[", "list[", "dict[")) or part in {"str", "list", "dict", "int", "bool", "float"} or part[:1].isupper():
             pass
-        elif part in _TAGS and (isinstance(prev, int) or prev in ("response_format", "tool_choice")):
+        elif part in _TAGS and (isinstance(prev, int) or prev in ("response_format", "tool_choice", "format")):
             pass
+        elif isinstance(prev, str) and prev.startswith("tagged-union["):
+            pass  # the tag pydantic puts after a nested tagged union (Responses tool_choice)
         else:
             out += f".{part}" if out else part
         prev = part
