@@ -85,7 +85,7 @@ class ChatEncoder:
 
     id_prefix: ClassVar[str] = "chatcmpl-"
 
-    __slots__ = ("_meta", "_thinking", "_reasoning_first", "_usage_null", "_head", "_tpl")
+    __slots__ = ("_meta", "_thinking", "_reasoning_first", "_usage_null", "_head", "_tpl", "_call", "_ftpl")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta) -> None:
         req = prep.request
@@ -110,6 +110,8 @@ class ChatEncoder:
         # delta frame templates (delta_sse): -1 reasoning, -2 content, i >= 0 call i's arguments;
         # () when the template is ambiguous
         self._tpl: dict[int, tuple[bytes, ...]] = {}
+        self._call = -1  # index of the last call started (fragment_sse's call)
+        self._ftpl: tuple[bytes, ...] | None = None  # its arguments template, once built
 
     # ------------------------------------------------------------------ chunks
 
@@ -159,6 +161,8 @@ class ChatEncoder:
             elif t is ToolCallStart:
                 call = {"index": ev.index, "id": ev.id, "type": "function", "function": {"name": ev.name, "arguments": ""}}
                 out.append(chunk({"tool_calls": [call]}))
+                self._call = ev.index
+                self._ftpl = None
         return out
 
     def delta_sse(self, event: OutputEvent) -> bytes | None:
@@ -176,14 +180,33 @@ class ChatEncoder:
             return None
         tpl = self._tpl.get(key)
         if tpl is None:
-            delta = self._reasoning(HOLE) if key == -1 else self._text(HOLE) if key == -2 else self._arguments(key, HOLE)
-            tpl = self._tpl[key] = frame_template(self.frame(self._chunk(delta)), 1) or ()
+            tpl = self._template(key)
         if not tpl:
             return None
         try:
             return tpl[0] + _orjson_dumps(event.text) + tpl[1]
         except TypeError:  # a lone surrogate: the general path's fallback printer
             return None
+
+    def _template(self, key: int) -> tuple[bytes, ...]:
+        """The delta frame template of ``key`` (-1 reasoning, -2 content, i >= 0 call i's
+        arguments), built once per stream; () when ambiguous."""
+        delta = self._reasoning(HOLE) if key == -1 else self._text(HOLE) if key == -2 else self._arguments(key, HOLE)
+        tpl = self._tpl[key] = frame_template(self.frame(self._chunk(delta)), 1) or ()
+        return tpl
+
+    def fragment_sse(self, text: str, js: bytes) -> bytes | None:
+        """The frame of an arguments delta of the last started call carrying ``text``, whose compact
+        JSON string literal is ``js``; byte for byte ``delta_sse(ToolCallArgumentsDelta(call, text))``.
+        None when there is no template (no call started, or an ambiguous one)."""
+        tpl = self._ftpl
+        if tpl is None:
+            if self._call < 0:
+                return None
+            tpl = self._ftpl = self._tpl.get(self._call) or self._template(self._call)
+        if not tpl:
+            return None
+        return tpl[0] + js + tpl[1]
 
     def _usage(self, completion: int, reasoning: int) -> dict[str, Any]:
         m = self._meta

@@ -292,6 +292,20 @@ class MessagesEncoder:
             self._run[1] += len(text)  # type: ignore[index]
         return tpl[0] + js + tpl[1]
 
+    def fragment_sse(self, text: str, js: bytes) -> bytes | None:
+        """The frame of an arguments delta of the open tool block carrying ``text``, whose compact
+        JSON string literal is ``js``; byte for byte ``delta_sse`` of that call's
+        ``ToolCallArgumentsDelta``. None when no tool block is open or its template is ambiguous."""
+        if self._kind != _TOOL:
+            return None
+        block = self._index
+        tpl = self._tpl.get(block)
+        if tpl is None:
+            tpl = self._tpl[block] = frame_template(self.frame(self._delta(block, _TOOL, HOLE)), 1) or ()
+        if not tpl:
+            return None
+        return tpl[0] + js + tpl[1]
+
     def _flush_held(self, out: list[dict[str, Any]]) -> None:
         if self._held:
             held, self._held = self._held, []

@@ -467,6 +467,24 @@ class ResponsesEncoder:
         self._seq = seq + 1
         return b"%b%b%b%d%b" % (tpl[0], js, tpl[1], seq, tpl[2])
 
+    def fragment_sse(self, text: str, js: bytes) -> bytes | None:
+        """The frame of an arguments delta of the open function call carrying ``text``, whose
+        compact JSON string literal is ``js``; byte for byte ``delta_sse`` of that call's
+        ``ToolCallArgumentsDelta`` (the text is recorded, a sequence number taken). None when the
+        open item is not an unfinished function call or its template is ambiguous."""
+        cur = self._cur
+        if cur is None or cur.kind != "function_call" or cur.final is not None:
+            return None
+        tpl = cur.tpl
+        if tpl is None:
+            tpl = cur.tpl = frame_template(self.frame(self._delta(cur, HOLE, HOLE)), 2) or ()
+        if not tpl:
+            return None
+        cur.args.append(text)
+        seq = self._seq
+        self._seq = seq + 1
+        return b"%b%b%b%d%b" % (tpl[0], js, tpl[1], seq, tpl[2])
+
     def _feed(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None, out: list[dict[str, Any]]) -> None:
         pending = logprobs
         for ev in events:

@@ -112,7 +112,8 @@ class CompletionStream:
     """
 
     __slots__ = ("_prep", "_tok", "_parser", "_enc", "_opened", "_finish", "_done_sent", "_want_lp",
-                 "_pending", "_lp_content", "_lp_reasoning", "_events", "_is_special", "_answer", "_direct")
+                 "_pending", "_lp_content", "_lp_reasoning", "_events", "_is_special", "_answer", "_direct",
+                 "_ppush", "_frag_sse")
 
     def __init__(
         self,
@@ -163,6 +164,12 @@ class CompletionStream:
         # push_sse may frame deltas straight from the parser's events: set once the stream is open,
         # unless something must see every event (log probabilities, a json_schema answer, response())
         self._direct = False
+        # push_sse's parser call: ``push_fragments`` when the parser has it (a one-token push inside a
+        # string argument then returns the token's plain entry, framed by the encoder's
+        # ``fragment_sse`` without an event), else ``push``
+        frag = getattr(self._parser, "push_fragments", None)
+        self._frag_sse = getattr(self._enc, "fragment_sse", None) if frag is not None else None
+        self._ppush = frag if self._frag_sse is not None else self._parser.push
 
     # ------------------------------------------------------------------ public
 
@@ -227,12 +234,18 @@ class CompletionStream:
         if not self._direct:
             return self.sse(self.push(token_ids, logprobs))
         try:
-            events = self._parser.push(token_ids)
+            events = self._ppush(token_ids)
         except (KeyError, OverflowError, TypeError):  # an id outside the vocabulary: say which
             self._tok.check_ids(token_ids)
             raise
         if not events:
             return b""
+        if type(events) is tuple:
+            # one plain token of a string argument (the parser's plain entry: escaped text, its JSON)
+            data = self._frag_sse(events[1], events[4])  # type: ignore[misc]
+            if data is not None:
+                return data
+            events = [ToolCallArgumentsDelta(self._parser.open_call, events[1])]  # type: ignore[attr-defined]
         if len(events) == 1:
             data = self._enc.delta_sse(events[0])
             if data is not None:

@@ -29,8 +29,11 @@ switched off by clearing ``_fast_ok`` / ``_fast_texts`` / ``_fast_plain`` / ``_r
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Sequence
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
+
+from orjson import dumps as _orjson_dumps
 
 from recipe.encodings.deepseek_v4.output_dsml import (
     KEY_JSON,
@@ -75,8 +78,10 @@ _PLAIN_CACHES: dict[int, tuple[object, dict[int, Plain | None]]] = {}
 _NO_TEXTS: dict = {}  # never written: the one-token shortcuts are off
 
 #: A plain token (:func:`plain_cache`): its text, the text as JSON string content (escaped, no quotes),
-#: and a shared reasoning and content event carrying it (events are immutable).
-Plain = tuple[str, str, ReasoningDelta, TextDelta]
+#: a shared reasoning and content event carrying it (events are immutable), and the compact JSON
+#: (a quoted string literal, UTF-8) of that escaped content: what an API's SSE frame of a tool-call
+#: arguments delta carrying it holds (:meth:`FastPaths.push` with ``fragments``).
+Plain = tuple[str, str, ReasoningDelta, TextDelta, bytes]
 
 
 def text_cache(tokenizer: Tokenizer) -> dict[int, str]:
@@ -157,13 +162,19 @@ class FastPaths:
             self._re_run, self._re_lex = (bulk_patterns(tuple(sorted(self._eos_text)), self._dsml) if self._fast_ok
                                           else (None, None))
 
-    def push(self, token_ids: Sequence[int]) -> list[OutputEvent]:
+    def push(self, token_ids: Sequence[int], fragments: bool = False) -> list[OutputEvent] | Plain:
         """Feed completion token ids (any number). Returns the events they complete.
 
         An id in ``eos_token_ids`` ends the output (Finish ``stop``); ids after it are ignored.
         Any sequence of integers is accepted (lists, tuples, arrays such as numpy's). Raises
         ``KeyError`` only for an id outside the vocabulary. A one-token push is served here when a
         shortcut applies, everything else by the general ``_push_ids``.
+
+        ``fragments`` (:attr:`push_fragments`; for ``CompletionStream.push_sse``): a one-token push
+        whose only event would be ``ToolCallArgumentsDelta(open_call, hit[1])`` for a plain token
+        inside a string value returns that token's :data:`Plain` entry ``hit`` (a tuple) instead,
+        so the caller can frame the delta from ``hit[4]`` without an event; the parser's state is
+        the same either way.
         """
         if len(token_ids) == 1:
             # The plainest token (no "<", ">" or newline): the cases of the paths below that
@@ -181,6 +192,8 @@ class FastPaths:
                                 args = self._args
                                 args.append(piece)
                                 self._args_sent = len(args)
+                                if fragments:
+                                    return hit
                                 return [ToolCallArgumentsDelta(self._call, piece)]
                         elif not self._vdup:  # a non-string value: buffered until its closer
                             self._completion += 1
@@ -234,7 +247,8 @@ class FastPaths:
             if text is not None and token_ids[0] not in self._plains:  # first sight: is it plain?
                 if is_plain(text):
                     esc = encode_basestring(text)[1:-1]
-                    self._plains[token_ids[0]] = (text, text if esc == text else esc, ReasoningDelta(text), TextDelta(text))
+                    esc = text if esc == text else esc
+                    self._plains[token_ids[0]] = (text, esc, ReasoningDelta(text), TextDelta(text), _orjson_dumps(esc))
                 else:
                     self._plains[token_ids[0]] = None
 
@@ -320,6 +334,15 @@ class FastPaths:
                     self._completion += 1
                     return []
         return self._push_ids(token_ids)
+
+    #: :meth:`push` with ``fragments=True``: the same code object with the other default, so the
+    #: driver's per-token call costs no extra argument or wrapper.
+    push_fragments = types.FunctionType(push.__code__, push.__globals__, "push_fragments", (True,), push.__closure__)
+
+    @property
+    def open_call(self) -> int:
+        """Index of the tool call being built (its ``ToolCallStart`` was emitted), -1 when none."""
+        return self._call
 
     def _hold_phase0_token(self, text: str) -> bool:
         """A held block opener (:mod:`.output_hold`) waiting for its first tag: take a token that
