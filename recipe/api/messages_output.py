@@ -120,7 +120,7 @@ class MessagesEncoder:
     id_prefix: ClassVar[str] = "msg_"
 
     __slots__ = ("_meta", "_signature", "_thinking_first", "_thinking_tokens", "_usage",
-                 "_kind", "_index", "_pinged", "_tool_blocks", "_layout", "_run", "_held", "_tpl")
+                 "_kind", "_index", "_pinged", "_tool_blocks", "_layout", "_run", "_held", "_tpl", "_ftpl")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta, *, signature: str | None = None,
                  thinking_tokens: bool = False) -> None:
@@ -141,6 +141,7 @@ class MessagesEncoder:
         self._run: list[int] | None = None  # the open thinking/text layout entry
         self._held: list[OutputEvent] = []  # text that arrived inside an open tool call
         self._tpl: dict[int, tuple[bytes, ...]] = {}  # block index -> delta frame template; () ambiguous
+        self._ftpl: tuple[bytes, ...] | None = None  # the open tool block's template (fragment_sse)
 
     @property
     def signature(self) -> str:
@@ -249,6 +250,7 @@ class MessagesEncoder:
                 self._index += 1
                 self._kind = _TOOL
                 self._tool_blocks[ev.index] = self._index
+                self._ftpl = None
                 self._layout.append([_TOOL, ev.index])
                 out.append({"type": "content_block_start", "index": self._index,
                             "content_block": {"type": "tool_use", "id": ev.id, "name": ev.name, "input": {}}})
@@ -296,12 +298,15 @@ class MessagesEncoder:
         """The frame of an arguments delta of the open tool block carrying ``text``, whose compact
         JSON string literal is ``js``; byte for byte ``delta_sse`` of that call's
         ``ToolCallArgumentsDelta``. None when no tool block is open or its template is ambiguous."""
-        if self._kind != _TOOL:
-            return None
-        block = self._index
-        tpl = self._tpl.get(block)
-        if tpl is None:
-            tpl = self._tpl[block] = frame_template(self.frame(self._delta(block, _TOOL, HOLE)), 1) or ()
+        tpl = self._ftpl
+        if tpl is None or self._kind != _TOOL:
+            if self._kind != _TOOL:
+                return None
+            block = self._index
+            tpl = self._tpl.get(block)
+            if tpl is None:
+                tpl = self._tpl[block] = frame_template(self.frame(self._delta(block, _TOOL, HOLE)), 1) or ()
+            self._ftpl = tpl
         if not tpl:
             return None
         return tpl[0] + js + tpl[1]

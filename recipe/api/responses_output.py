@@ -183,6 +183,9 @@ def response_echo(req: Any) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- items
 
+#: event type -> ``event: <type>\ndata: `` (the frame's head; the types are few)
+_EVENT_HEADS: dict[str, bytes] = {}
+
 
 #: item kind -> id prefix (``<prefix><response id>_<output index>``, deepseek-recipe's ids).
 _PREFIX = {"reasoning": "rs_", "message": "msg_", "function_call": "fc_", "custom_tool_call": "ctc_"}
@@ -262,7 +265,8 @@ class ResponsesEncoder:
 
     id_prefix: ClassVar[str] = "resp_"
 
-    __slots__ = ("_cur", "_custom", "_echo", "_final", "_held", "_items", "_meta", "_ns", "_prep", "_resp_id", "_seq", "_t0")
+    __slots__ = ("_cur", "_custom", "_echo", "_final", "_frag", "_held", "_items", "_meta", "_ns", "_prep", "_resp_id", "_seq",
+                 "_t0")
 
     def __init__(self, prep: PreparedRequest, meta: ResponseMeta) -> None:
         req = prep.request
@@ -282,6 +286,7 @@ class ResponsesEncoder:
         # text / reasoning deltas that arrived inside an unfinished call (parser note
         # text_in_tool_block): sent as the next message once the call is complete
         self._held: list[OutputEvent] = []
+        self._frag: tuple[Any, ...] | None = None  # fragment_sse's state (the item it is for first)
 
     # ------------------------------------------------------------------ response object
 
@@ -465,25 +470,33 @@ class ResponsesEncoder:
         acc.append(text)
         seq = self._seq
         self._seq = seq + 1
-        return b"%b%b%b%d%b" % (tpl[0], js, tpl[1], seq, tpl[2])
+        return b"".join((tpl[0], js, tpl[1], b"%d" % seq, tpl[2]))
 
     def fragment_sse(self, text: str, js: bytes) -> bytes | None:
         """The frame of an arguments delta of the open function call carrying ``text``, whose
         compact JSON string literal is ``js``; byte for byte ``delta_sse`` of that call's
         ``ToolCallArgumentsDelta`` (the text is recorded, a sequence number taken). None when the
-        open item is not an unfinished function call or its template is ambiguous."""
+        open item is not a function call or its template is ambiguous."""
+        f = self._frag
+        if f is None or f[0] is not self._cur:
+            f = self._frag = self._fragment_state()
+            if f is None:
+                return None
+        f[1].append(text)
+        seq = self._seq
+        self._seq = seq + 1
+        return b"".join((f[2], js, f[3], b"%d" % seq, f[4]))
+
+    def _fragment_state(self) -> tuple[Any, ...] | None:
+        """(open item, its argument list, its template's three parts) for :meth:`fragment_sse`, or
+        None when the open item is not a function call or its template is ambiguous."""
         cur = self._cur
-        if cur is None or cur.kind != "function_call" or cur.final is not None:
+        if cur is None or cur.kind != "function_call":
             return None
         tpl = cur.tpl
         if tpl is None:
             tpl = cur.tpl = frame_template(self.frame(self._delta(cur, HOLE, HOLE)), 2) or ()
-        if not tpl:
-            return None
-        cur.args.append(text)
-        seq = self._seq
-        self._seq = seq + 1
-        return b"%b%b%b%d%b" % (tpl[0], js, tpl[1], seq, tpl[2])
+        return (cur, cur.args, *tpl) if tpl else None
 
     def _feed(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None, out: list[dict[str, Any]]) -> None:
         pending = logprobs
@@ -610,7 +623,13 @@ class ResponsesEncoder:
             body = orjson.dumps(payload)
         except TypeError:  # a huge integer or a lone surrogate: the fallback printer
             body = dumps_wire(payload)
-        return b"event: " + payload["type"].encode() + b"\ndata: " + body + b"\n\n"
+        kind = payload["type"]
+        head = _EVENT_HEADS.get(kind)
+        if head is None:
+            head = b"event: " + kind.encode() + b"\ndata: "
+            if len(_EVENT_HEADS) < 64:
+                _EVENT_HEADS[kind] = head
+        return b"".join((head, body, b"\n\n"))
 
     def done(self) -> None:
         """None: a Responses stream ends after ``response.completed`` / ``response.incomplete``."""

@@ -140,6 +140,30 @@ def bulk_patterns(eos_texts: tuple[str, ...], d: Dialect = V4_DIALECT) -> tuple[
     return hit
 
 
+#: dialect spellings -> (held tag text, completing token's text) -> :func:`_tag_completion`'s answer
+_TAG_MEMOS: dict[tuple[Spelling, ...], dict[tuple[str, str], tuple[str, int, str, bool | None, str] | tuple[()]]] = {}
+
+
+def _tag_completion(key: tuple[str, str], d: Dialect,
+                    memo: dict[tuple[str, str], tuple[str, int, str, bool | None, str] | tuple[()]]
+                    ) -> tuple[str, int, str, bool | None, str] | tuple[()]:
+    """For a held tag text and the text of a token holding its ``>`` (``key``): (the tag, its kind,
+    name and string attribute as :func:`.output_dsml.classify` gives them, the text after the
+    ``>``), or ``()`` when the token cannot simply complete it (a ``<`` in the token, a newline
+    before its ``>``, the tag too long). Memoised in ``memo`` (bounded): tags and their closing
+    tokens repeat."""
+    hold, text = key
+    g = text.find(">")
+    if "<" in text or "\n" in text[:g] or len(hold) + g >= TAG_MAX:
+        hit: tuple[str, int, str, bool | None, str] | tuple[()] = ()
+    else:
+        tag = hold + text[: g + 1]
+        hit = (tag, *classify(tag, d), text[g + 1:])
+    if len(memo) < 4096:
+        memo[key] = hit
+    return hit
+
+
 class FastPaths:
     """The :class:`~.output.OutputParser` methods that shortcut its general path.
 
@@ -152,6 +176,7 @@ class FastPaths:
     def _init_fast(self, setup: object) -> None:
         """Switch the shortcuts on when every marker spelling starts with ``<`` (decided once per
         vocabulary and end ids: :func:`.output_setup.parser_setup`)."""
+        self._tag_memo = _TAG_MEMOS.setdefault(self._dsml.spellings, {})
         self._fast_ok = setup.fast_ok  # type: ignore[attr-defined]
         self._fast_texts = self._texts if self._fast_ok else _NO_TEXTS
         self._plains = setup.plains  # type: ignore[attr-defined]
@@ -369,13 +394,14 @@ class FastPaths:
         text after the ``>``, with the same events as :meth:`_dsml_step` and the state
         handlers (inlined: this runs for about one token in ten of a tool-call-heavy output).
         """
-        g = text.find(">")
-        if "<" in text or "\n" in text[:g] or len(self._hold) + g >= TAG_MAX:
+        key = (self._hold, text)
+        hit = self._tag_memo.get(key)
+        if hit is None:
+            hit = _tag_completion(key, self._dsml, self._tag_memo)
+        if not hit:
             return None
-        tag = self._hold + text[: g + 1]
-        kind, name, is_str = classify(tag, self._dsml)
+        tag, kind, name, is_str, rest = hit
         st = self._state
-        rest = text[g + 1:]
         if st == VALUE:
             if kind != T_CLOSE_PARAM:
                 return None
