@@ -77,6 +77,7 @@ ENCODERS: Mapping[str, type] = MappingProxyType(
 
 _TEXT = (TextDelta, ReasoningDelta)
 _TOOL = (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)
+_DELTAS = frozenset((TextDelta, ReasoningDelta, ToolCallArgumentsDelta))  # events delta_sse may frame
 
 
 def _token_text(b: bytes) -> str:
@@ -229,8 +230,11 @@ class CompletionStream:
         """``self.sse(self.push(token_ids, logprobs))``, byte for byte, without building the payload
         dicts on the common path: a push whose output is one delta that the open block (item, call)
         takes as it is gets its frame from the encoder's per-stream template
-        (:meth:`~recipe.api.encoder.StreamEncoder.delta_sse`). For a server that sends the bytes
-        and does not look at the payloads; raises as :meth:`push`."""
+        (:meth:`~recipe.api.encoder.StreamEncoder.delta_sse`), in a push of many events too (the
+        others go through their payload dicts, event by event); a plain token of a string argument
+        comes from the parser as its plain entry, framed by the encoder's ``fragment_sse`` (no
+        event built). For a server that sends the bytes and does not look at the payloads; raises
+        as :meth:`push`."""
         if not self._direct:
             return self.sse(self.push(token_ids, logprobs))
         try:
@@ -246,16 +250,35 @@ class CompletionStream:
             if data is not None:
                 return data
             events = [ToolCallArgumentsDelta(self._parser.open_call, events[1])]  # type: ignore[attr-defined]
+        enc = self._enc
         if len(events) == 1:
-            data = self._enc.delta_sse(events[0])
+            data = enc.delta_sse(events[0])
             if data is not None:
                 return data
-        out: list[dict[str, Any]] = []
-        if type(events[-1]) is not Finish:
-            out += self._enc.on_events(events)
-        else:
+        if type(events[-1]) is Finish:
+            out: list[dict[str, Any]] = []
             self._handle(events, None, out)
-        return self.sse(out)
+            return self.sse(out)
+        # event by event (an encoder's on_events is a loop over its events), each framed at once: a
+        # delta the open block takes as it is from its template, anything else through its payload
+        # dicts — which die young (a push of a whole output does not keep thousands alive)
+        delta_sse, on_events, frame = enc.delta_sse, enc.on_events, enc.frame
+        parts: list[bytes] = []
+        i, n = 0, len(events)
+        while i < n:
+            if type(events[i]) in _DELTAS:
+                data = delta_sse(events[i])
+                if data is not None:
+                    parts.append(data)
+                    i += 1
+                    continue
+            j = i + 1  # this event and the starts / ends right after it
+            while j < n and type(events[j]) not in _DELTAS:
+                j += 1
+            for p in on_events(events[i:j]):
+                parts.append(frame(p))
+            i = j
+        return b"".join(parts)
 
     def push_text(self, text: str, token_count: int = 0) -> list[dict[str, Any]]:
         """Feed decoded text that accounts for ``token_count`` tokens (no log probabilities)."""
