@@ -16,7 +16,14 @@ For each point (concurrent streams × ids per engine delta), interleaving the se
   from /proc), i.e. per server core;
 - **latency**: the engine is paced (20 ms between deltas, as a decoding engine is). ``streams - 1``
   paced streams run in the background — in a **separate client process** (``--background``), so
-  their reads never queue the probe — while a **probe** in this process sends ``--probes`` fresh
+  their reads never queue the probe — each posting back to back. Their first requests are
+  **staggered** evenly over one request's length (in whole 20 ms periods, so their deltas still come
+  in the same phase of the cycle, as a batched engine's do): every replayed answer has the same
+  length, so streams started together would end and restart together for ever, a herd of
+  ``streams - 1`` new requests every answer's length (320 ms at 16 ids per delta) that real
+  clients, whose answers differ in length, do not make; the probe's p99 then measures how long the
+  server takes to admit that herd (``--herd`` measures that: all background streams start at
+  once). Meanwhile a **probe** in this process sends ``--probes`` fresh
   requests one after another, each on a new connection (opened before the clock starts), with a
   blocking socket (no event loop on the probe's side) and a random 2–12 ms pause between requests
   (so the probes land at every phase of the background streams' 20 ms cycle). TTFT is the time from
@@ -369,9 +376,10 @@ def _probe(addr: tuple[str, int], body: bytes, n: int, seed: int) -> list[float]
     return out
 
 
-async def _background(addr: tuple[str, int], streams: int, body: bytes) -> None:
+async def _background(addr: tuple[str, int], streams: int, body: bytes, stagger: float = 0.0) -> None:
     """``streams`` paced streams posting back to back until stdin closes; prints ``ready`` once each
-    has its first byte (the ``--background`` process: the probe's process runs nothing else)."""
+    has its first byte (the ``--background`` process: the probe's process runs nothing else).
+    Stream ``i`` sends its first request ``i * stagger`` seconds after the first one's."""
     loop = asyncio.get_running_loop()
     stop = loop.run_in_executor(None, sys.stdin.read)
     started = 0
@@ -383,16 +391,18 @@ async def _background(addr: tuple[str, int], streams: int, body: bytes) -> None:
         if started == streams:
             ready.set()
 
-    async def worker() -> None:
+    async def worker(i: int) -> None:
         c = Conn(addr)
         try:
+            if i and stagger:
+                await asyncio.sleep(i * stagger)
             await c.post("/v1/chat/completions", body, first)
             while True:
                 await c.post("/v1/chat/completions", body)
         finally:
             c.close()
 
-    tasks = [asyncio.ensure_future(worker()) for _ in range(streams)]
+    tasks = [asyncio.ensure_future(worker(i)) for i in range(streams)]
     await asyncio.wait([asyncio.ensure_future(ready.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
     print("ready" if ready.is_set() else "failed", flush=True)
     await asyncio.wait([stop, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -401,12 +411,21 @@ async def _background(addr: tuple[str, int], streams: int, body: bytes) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _latency(server: Server, streams: int, body: bytes, probes: int, seed: int) -> list[float]:
-    """The probe's TTFTs with ``streams - 1`` paced background streams in another process."""
+def _stagger(streams: int, deltas: int) -> float:
+    """Seconds between the background streams' first requests: one request's length (``deltas``
+    paced deltas) spread evenly over the ``streams`` streams, in whole delta periods (so their deltas
+    still come in the same phase of the 20 ms cycle, as a batched engine's do)."""
+    return max(1, round(deltas / streams)) * PACED_MS / 1000
+
+
+def _latency(server: Server, streams: int, body: bytes, probes: int, seed: int, stagger: float = 0.0) -> list[float]:
+    """The probe's TTFTs with ``streams - 1`` paced background streams in another process, their
+    first requests ``stagger`` seconds apart."""
     bg = None
     if streams > 1:
         bg = subprocess.Popen([sys.executable, __file__, "--background", f"{server.addr[0]}:{server.addr[1]}",
-                               "--streams", str(streams - 1)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                               "--streams", str(streams - 1), "--stagger", str(stagger)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if bg.stdout.readline().strip() != "ready":
             raise RuntimeError("the background streams did not start")
         time.sleep(0.2)
@@ -474,6 +493,9 @@ def main() -> None:
     ap.add_argument("--serve", choices=("recipe", "anchor", "baseline"), help=argparse.SUPPRESS)
     ap.add_argument("--background", help=argparse.SUPPRESS)  # HOST:PORT: the background streams' process
     ap.add_argument("--streams", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--stagger", type=float, default=0.0, help=argparse.SUPPRESS)  # the background's, seconds
+    ap.add_argument("--herd", action="store_true",
+                    help="start the background streams all at once (they then restart in lockstep: module docstring)")
     ap.add_argument("--seconds", type=float, default=4.0, help="per throughput measurement")
     ap.add_argument("--probes", type=int, default=400, help="TTFT samples per server, point and repetition")
     ap.add_argument("--reps", type=int, default=3)
@@ -484,7 +506,7 @@ def main() -> None:
         return serve(ns.serve)
     if ns.background:
         host, port = ns.background.rsplit(":", 1)
-        return asyncio.run(_background((host, int(port)), ns.streams, body))
+        return asyncio.run(_background((host, int(port)), ns.streams, body, ns.stagger))
     points = [tuple(int(x) for x in p.split("x")) for p in ns.points.split(",")]
     ids = _output_ids()
     servers = {k: Server(k) for k in ("recipe", "anchor", "baseline")}
@@ -493,7 +515,8 @@ def main() -> None:
         ours, theirs = (_content(servers[k].url) for k in ("recipe", "anchor"))
         assert ours == theirs, "the two servers stream different text"
         print(f"output: {len(ids)} tokens per request; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-              f"{ns.reps} reps: throughput {ns.seconds:.0f} s, latency {ns.probes} probes per server", flush=True)
+              f"{ns.reps} reps: throughput {ns.seconds:.0f} s, latency {ns.probes} probes per server; background streams "
+              f"{'started at once (--herd)' if ns.herd else 'staggered'}", flush=True)
         for streams, chunk in points:
             tput: dict[str, list[float]] = {"recipe": [], "anchor": []}
             ttft: dict[str, list[list[float]]] = {"recipe": [], "anchor": [], "baseline": []}
@@ -511,7 +534,8 @@ def main() -> None:
                     if k != "baseline":
                         _configure(s, chunk, PACED_MS)
                         _server_side(s)  # drop what earlier requests left
-                    ttft[k].append(_latency(s, streams if k != "baseline" else 1, body, ns.probes, rep))
+                    stagger = 0.0 if ns.herd else _stagger(streams - 1, -(-len(ids) // chunk))
+                    ttft[k].append(_latency(s, streams if k != "baseline" else 1, body, ns.probes, rep, stagger))
                     if k != "baseline":
                         side[k].append(_server_side(s))
             ratio = [a / b for a, b in zip(tput["recipe"], tput["anchor"])]
