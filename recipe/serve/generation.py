@@ -17,11 +17,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from recipe.api.prepared import PreparedRequest
 from recipe.jsonfmt import dumps_wire
@@ -169,9 +172,16 @@ def _patch_usage(api: str, payloads: list[dict[str, Any]], prompt: int, cached: 
 
 
 class _ResponsesState:
-    """Responses bookkeeping: lifecycle fields, the failure event's inputs, the final object."""
+    """Responses bookkeeping: lifecycle fields, the failure event's inputs, the final object.
 
-    __slots__ = ("prev", "store", "seq", "base", "output", "final")
+    Fed the payloads of each push (:meth:`see`), or the frames of a push made by ``push_sse``
+    (:meth:`see_sse`): plain delta frames are only remembered (the last one's sequence number is
+    read if the stream fails); frames that finish an output item or the response are read back
+    into payloads, seen, and framed again (the lifecycle objects get ``previous_response_id`` and
+    ``store`` before they go out).
+    """
+
+    __slots__ = ("prev", "store", "seq", "base", "output", "final", "last")
 
     def __init__(self, body: Mapping[str, Any], storing: bool) -> None:
         self.prev = body.get("previous_response_id")
@@ -180,6 +190,16 @@ class _ResponsesState:
         self.base: dict[str, Any] | None = None
         self.output: list[Any] = []
         self.final: dict[str, Any] | None = None
+        self.last = b""  # the latest push_sse frames not read back (their sequence numbers follow seq)
+
+    def see_sse(self, data: bytes, cs: CompletionStream) -> bytes:
+        """The frames ``data`` of one ``push_sse`` of ``cs``, as they go out (see the class docstring)."""
+        if not cs.finished and _ITEM_DONE not in data:
+            self.last = data
+            return data
+        payloads = _read_frames(data)
+        self.see(payloads)
+        return cs.sse(payloads)
 
     def see(self, payloads: list[dict[str, Any]]) -> None:
         for p in payloads:
@@ -196,9 +216,32 @@ class _ResponsesState:
                 self.output.append(p["item"])
         if payloads:
             self.seq = payloads[-1]["sequence_number"] + 1
+            self.last = b""
 
     def state(self) -> dict[str, Any]:
+        if self.last:
+            self.seq = _read_frames(self.last)[-1]["sequence_number"] + 1
+            self.last = b""
         return {"seq": self.seq, "response": self.base, "output": self.output}
+
+
+#: In a Responses push's frames: an output item finished (its frame's ``event:`` line; a literal
+#: newline never appears inside a frame's JSON).
+_ITEM_DONE = b"response.output_item.done\n"
+
+
+def _read_frames(data: bytes) -> list[dict[str, Any]]:
+    """The payloads of Responses SSE frames (``event: TYPE\\ndata: JSON\\n\\n`` …), in order."""
+    out = []
+    for frame in data.split(b"\n\n"):
+        at = frame.find(b"data: ")
+        if at >= 0:
+            raw = frame[at + 6:]
+            try:
+                out.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:  # a lone surrogate, which the fallback printer escapes
+                out.append(json.loads(raw))
+    return out
 
 
 def _timeout_error(guard: Guard) -> EngineError:
@@ -291,15 +334,16 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
         m.child(m.requests, api, "200").inc()
         out = cs.start()
-        # Chat / Messages: a delta with nothing before it to frame and no usage change gets its frame
-        # straight from the parser (push_sse: the same bytes, no payload dicts); Responses keeps the
-        # payloads (its lifecycle fields and the stored turn are read from them)
-        direct = rstate is None
+        # a delta with nothing before it to frame and no usage change gets its frame straight from
+        # the parser (push_sse: the same bytes, no payload dicts); Responses reads back the rare
+        # frames its bookkeeping needs (_ResponsesState.see_sse)
         while True:
             data = b""
             if d.token_ids:
-                if direct and not out and d.cached_tokens is None and usage.cached == opened_cached:
+                if not out and d.cached_tokens is None and usage.cached == opened_cached:
                     data = cs.push_sse(d.token_ids, d.logprobs)
+                    if rstate is not None and data:
+                        data = rstate.see_sse(data, cs)
                 else:
                     out += cs.push(d.token_ids, d.logprobs)
                 usage.completion += len(d.token_ids)
