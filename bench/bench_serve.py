@@ -45,7 +45,11 @@ For each point (concurrent streams × ids per engine delta), interleaving the se
 Prints medians [min–max] over the repetitions and the ratio recipe/anchor (> 1: recipe does more
 tokens per core). Targets (issue 13): ratio ≥ 2 at every point; recipe's added TTFT p99 ≤ 2 ms at 16
 streams. The machine may be shared: the CPU-time ratio is robust to that, latencies are not (client,
-background, engine and servers share the machine's cores).
+background, engine and servers share the machine's cores). On Linux with autogroup scheduling
+(``/proc/sys/kernel/sched_autogroup_enabled``), ``nice`` does not shield the bench from other
+sessions' CPU-bound work (their waits of several milliseconds land on every server's p99, the
+baseline's too); as root, ``echo -10 > /proc/self/autogroup`` in the bench's shell does (set it back
+to 0 after): the baseline's p99 then stays near its p50.
 """
 
 from __future__ import annotations
