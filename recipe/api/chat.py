@@ -143,6 +143,11 @@ def _missing(pending: list[str], answered: set[str], i: int) -> None:
 
 def _message(i: int, m: Any, rules: RequestRules) -> Message:
     kind = type(m)  # the wire models' exact classes (isinstance on a pydantic model costs ~4x)
+    if type(m.content) is str:  # the common case: text content, no parts to join or images to place
+        if kind is SystemMsg or (kind is DeveloperMsg and rules.system_in_place):
+            return SystemMessage(m.content)
+        if kind is UserMsg or kind is DeveloperMsg:
+            return UserMessage(m.content)
     if kind is SystemMsg or (kind is DeveloperMsg and rules.system_in_place):
         return SystemMessage(*_join_images(i, m.content, rules))
     if kind is UserMsg or kind is DeveloperMsg:  # developer: as deepseek-recipe maps a Responses developer item
@@ -202,7 +207,10 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     messages = _convert_and_pair(list(req.messages), rules)
     # empty system messages are dropped before the prefix rules apply (deepseek-recipe, V4 and V4.1):
     # a prefix followed only by empty system messages is the final message
-    last = next((i for i in range(len(messages) - 1, -1, -1) if not _dropped(messages[i])), len(messages) - 1)
+    dropped = any(map(_dropped, messages))
+    last = len(messages) - 1
+    if dropped:
+        last = next((i for i in range(last, -1, -1) if not _dropped(messages[i])), last)
     for i, m in enumerate(req.messages):
         if type(m) is AssistantMsg and m.prefix and i != last:
             raise RequestError(
@@ -260,7 +268,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         rule=rules.top_p,
     )
     return Conversation(
-        messages=tuple([m for m in messages if not _dropped(m)]),
+        messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages,
         tools=tools,
         tool_choice=tool_choice,
         thinking=thinking,

@@ -129,6 +129,8 @@ def sampling(
 ) -> Sampling:
     """Sampling settings after the thinking rules (§1.6): thinking forces temperature 1.0; top_p
     follows the family's rule (:data:`TOP_P_RULES`); values are stored as f32."""
+    if temperature is None and top_p is None and seed is None and not logprobs and top_logprobs is None:
+        return _DEFAULT_SAMPLING[rule, bool(thinking), bool(tools)]  # the common request: nothing sampling-related set
     return Sampling(
         temperature=1.0 if thinking else f32(temperature if temperature is not None else 1.0),
         top_p=TOP_P_RULES[rule](thinking, tools, top_p),
@@ -136,6 +138,15 @@ def sampling(
         logprobs=logprobs,
         top_logprobs=top_logprobs,
     )
+
+
+#: ``(rule, thinking, tools rendered)`` -> the Sampling of a request that sets no sampling field
+#: (built once; Sampling is frozen, so requests share it).
+_DEFAULT_SAMPLING: dict[tuple[str, bool, bool], Sampling] = {
+    (rule, thinking, has_tools): Sampling(
+        temperature=1.0 if thinking else f32(1.0), top_p=TOP_P_RULES[rule](thinking, (None,) if has_tools else (), None))
+    for rule in TOP_P_RULES for thinking in (False, True) for has_tools in (False, True)
+}
 
 
 def check_model(model: str, options: Options) -> str:
@@ -164,7 +175,7 @@ def resolve_thinking(
     (:attr:`Encoding.thinking <recipe.encodings.base.Encoding.thinking>` of ``encoding``):
     ``never`` is off (DeepSeek-V3), ``always`` is on (DeepSeek-R1), whatever the request says.
     """
-    family = ENCODINGS.get(encoding) if encoding is not None else None
+    family = get_encoding(encoding) if encoding is not None and encoding in ENCODINGS else None
     if family is not None and family.thinking == "never":
         return False, None
     if family is not None and family.thinking == "always":
@@ -484,6 +495,11 @@ def _format_constraint(rf: ResponseFormat) -> OutputConstraint | None:
     return None
 
 
+#: ``(json_object, thinking stage, stop sequences)`` -> the parsing options of a request without
+#: tools or a json_schema format (bounded; cleared when full).
+_PLAIN_PARSING: dict[tuple[bool, str | None, tuple[str, ...]], ParsingOptions] = {}
+
+
 def parsing_options(conv: Conversation) -> ParsingOptions:
     """How to parse the completion of ``conv`` (§1.1): tool parsing, forced block, continuation stage."""
     stage = None
@@ -496,6 +512,14 @@ def parsing_options(conv: Conversation) -> ParsingOptions:
             elif last.reasoning_content:
                 stage = "reasoning_continuation"
     tools, rf = conv.tools, conv.response_format
+    if not tools and rf.type != "json_schema" and type(conv.stop) is tuple:  # the common request: no tools, no schema (shared, frozen)
+        key = (rf.type == "json_object", stage, conv.stop)
+        found = _PLAIN_PARSING.get(key)
+        if found is None:
+            if len(_PLAIN_PARSING) >= 256:
+                _PLAIN_PARSING.clear()
+            found = _PLAIN_PARSING[key] = ParsingOptions(parse_json_output=key[0], thinking_stage=stage, stop_sequences=conv.stop)
+        return found
     return ParsingOptions(
         parse_tool_calls=bool(tools),
         starts_in_tool_calls=bool(tools) and conv.tool_choice.mode == "required" and not conv.thinking,
@@ -504,7 +528,7 @@ def parsing_options(conv: Conversation) -> ParsingOptions:
         stop_sequences=conv.stop,
         tool_names=tuple([t.name for t in tools]) if tools else (),
         response_schema=rf.schema if rf.type == "json_schema" else None,
-        tool_arguments={t.name: a for t in tools if (a := tool_arguments(t)) is not None} if tools else {},
+        tool_arguments={t.name: a for t in tools if (a := _tool_arguments(t)) is not None} if tools else {},
     )
 
 
@@ -516,6 +540,23 @@ def _json_only(schema: Any) -> bool:
     if isinstance(t, str):
         return t != "string"
     return isinstance(t, list) and bool(t) and all(isinstance(x, str) and x != "string" for x in t)
+
+
+#: ``id(tool)`` -> ``(tool, its ToolArguments or None)``: read once per tool definition (they are
+#: immutable and memoised by :func:`build_tool`, so an agent loop's tools are read once). Entries
+#: hold the tool, so an id is never reused while its entry lives. Bounded: cleared when full.
+_TOOL_ARGUMENTS: dict[int, tuple[ToolDefinition, ToolArguments | None]] = {}
+
+
+def _tool_arguments(tool: ToolDefinition) -> ToolArguments | None:
+    hit = _TOOL_ARGUMENTS.get(id(tool))
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    found = tool_arguments(tool)
+    if len(_TOOL_ARGUMENTS) >= _TOOL_CACHE_SIZE:
+        _TOOL_ARGUMENTS.clear()
+    _TOOL_ARGUMENTS[id(tool)] = (tool, found)
+    return found
 
 
 def tool_arguments(tool: ToolDefinition) -> ToolArguments | None:

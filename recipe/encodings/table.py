@@ -96,6 +96,9 @@ MODELS: Mapping[str, str] = MappingProxyType({m: f.name for f in FAMILIES for m 
 def get_encoding(name: str) -> Encoding:
     """The record of encoding ``name`` (its family's package is imported on first use). Raises
     ``KeyError`` (naming the known encodings) if unknown."""
+    record = _loaded.get(name)  # the common case: one dict read
+    if record is not None:
+        return record
     try:
         return ENCODINGS[name]
     except KeyError:

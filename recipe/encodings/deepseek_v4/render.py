@@ -162,9 +162,25 @@ def dialect(calls: str, invoke: str, parameter: str, blank_empty_invoke: bool, d
 V4_DIALECT = dialect("tool_calls", "invoke", "parameter", blank_empty_invoke=False)
 
 
+#: ``(id(tool), id(dumps))`` -> ``(tool, dumps, line)``: each tool's line printed once per printer.
+#: Tool definitions are immutable and shared between requests (the adapters memoise them), so an
+#: agent loop re-sending its tools prints none of them again; entries hold the tool and printer,
+#: so an id is never reused while its entry lives. Bounded: cleared when full.
+_TOOL_LINES: dict[tuple[int, int], tuple[ToolDefinition, Callable[[Any], str], str]] = {}
+_TOOL_LINES_MAX = 1024
+
+
 def tool_line(tool: ToolDefinition, dumps: Callable[[Any], str] = dumps_prompt) -> str:
     """One line of the tools block: ``{"name": …, "description": …, "parameters": …}`` (prompt JSON)."""
-    return dumps({"name": tool.name, "description": tool.description or "", "parameters": tool.parameters})
+    key = (id(tool), id(dumps))
+    hit = _TOOL_LINES.get(key)
+    if hit is not None and hit[0] is tool and hit[1] is dumps:
+        return hit[2]
+    line = dumps({"name": tool.name, "description": tool.description or "", "parameters": tool.parameters})
+    if len(_TOOL_LINES) >= _TOOL_LINES_MAX:
+        _TOOL_LINES.clear()
+    _TOOL_LINES[key] = (tool, dumps, line)
+    return line
 
 
 def tools_block(tools: Iterable[ToolDefinition], d: Dialect) -> list[Segment]:
