@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from recipe.api.common import check_model, output_constraint, parsing_options, resolve_max_tokens
 from recipe.api.prepared import Api, EngineParams, PreparedRequest
 from recipe.api.wire import DEPTH_CHECKED
-from recipe.conversation import Conversation, ParsingOptions
+from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import loads_request
@@ -100,7 +100,7 @@ def detect_api(body: Mapping[str, Any]) -> Api:
     if not keys.isdisjoint(_MESSAGES_KEYS):
         return "messages"
     tools = body.get("tools")
-    if isinstance(tools, list) and any(isinstance(t, Mapping) and "function" not in t for t in tools):
+    if isinstance(tools, list) and any((type(t) is dict or isinstance(t, Mapping)) and "function" not in t for t in tools):
         return "messages"
     choice = body.get("tool_choice")
     if isinstance(choice, Mapping) and choice.get("type") in ("auto", "any", "tool", "none"):
@@ -202,7 +202,8 @@ def prepare(
         parsing = family.parsing(conversation, parsing)
     constraint = output_constraint(conversation)
     if constraint is not None and family.grammar is not None:
-        constraint = replace(constraint, build_grammar=functools.partial(_grammar, family, conversation, parsing, tok))
+        constraint = OutputConstraint(constraint.kind, constraint.schema,  # (dataclasses.replace, without its field walk)
+                                      build_grammar=functools.partial(_grammar, family, conversation, parsing, tok))
     return PreparedRequest(
         api=api,
         model=request.model,

@@ -120,12 +120,17 @@ class SegmentCache:
         if len(text) < self.min_chars:
             return tokenizer.encode_ordinary(text)
         key = (tokenizer.fingerprint, text)
-        with self._lock:
-            ids = self._data.get(key)
-            if ids is not None:
-                self._data.move_to_end(key)
-                self.hits += 1
-                return ids
+        data = self._data
+        # a hit is read without the lock: each OrderedDict operation is one atomic C call (the key is
+        # a tuple of str: no Python code runs in it); an entry evicted in between is still right
+        ids = data.get(key)
+        if ids is not None:
+            try:
+                data.move_to_end(key)
+            except KeyError:
+                pass
+            self.hits += 1
+            return ids
         ids = tuple(tokenizer.encode_ordinary(text))
         with self._lock:
             self.misses += 1
@@ -191,6 +196,25 @@ def encode_segments(
     cached = None if cache is None else cache.encode
     encode = tokenizer.encode_ordinary
     buf: list[str] = []
+    if not marks and not start:  # the whole prompt, no marks (a prompt without checkpoints): one plain pass
+        for seg in segments:
+            if type(seg) is Special:
+                if buf:
+                    text = buf[0] if len(buf) == 1 else "".join(buf)
+                    if text:
+                        ids += encode(text) if cached is None else cached(tokenizer, text)
+                    buf = []
+                special = specials.get(seg.text)
+                if special is None:
+                    raise MissingSpecialTokenError(seg.text)
+                ids.append(special)
+            else:
+                buf.append(seg.text)
+        if buf:
+            text = "".join(buf)
+            if text:
+                ids += encode(text) if cached is None else cached(tokenizer, text)
+        return ids, offsets
     mark_iter = iter(marks)
     mark = next(mark_iter, -1)
     for i in range(start, len(segments)):

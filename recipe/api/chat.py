@@ -170,12 +170,9 @@ def _message(i: int, m: Any, rules: RequestRules) -> Message:
     return AssistantMessage(content, m.reasoning_content, calls, m.prefix)
 
 
-_TEXT_FORMAT = ResponseFormat("text")
-
-
 def _response_format(rf: Any) -> ResponseFormat:
     if rf is None or isinstance(rf, RFText):
-        return _TEXT_FORMAT
+        return common.TEXT_FORMAT
     if isinstance(rf, RFJsonObject):
         return ResponseFormat("json_object")
     if isinstance(rf, RFRegex):

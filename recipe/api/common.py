@@ -68,6 +68,9 @@ __all__ = [
 
 UNSUPPORTED_IMAGE = "[Unsupported Image]"
 
+#: The ``text`` response format every request without one gets (frozen: shared by all of them).
+TEXT_FORMAT = ResponseFormat("text")
+
 #: API effort level -> effective effort (None: thinking off). Behaviour map §1.6.
 EFFORT_LEVELS: dict[str, ReasoningEffort | None] = {
     "none": None,

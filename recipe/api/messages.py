@@ -54,7 +54,6 @@ from recipe.conversation import (
     ImagePlaceholder,
     ImageSource,
     Message,
-    ResponseFormat,
     SystemMessage,
     ToolCall,
     ToolChoice,
@@ -63,6 +62,7 @@ from recipe.conversation import (
     UserMessage,
 )
 from recipe.encodings.base import RequestRules
+from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_prompt
 from recipe.options import Options
@@ -431,7 +431,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
             cannot be printed as JSON, e.g. a Python set).
     """
     encoding = common.check_model(req.model, options)
-    rules = common.family_rules(req.model, options)
+    rules = get_encoding(encoding).request
     _check_thread(req, options)
     _check_parity_rejections(req, options)
     tools_in = list(req.tools or ())
@@ -479,7 +479,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         tool_choice=tool_choice,
         thinking=thinking,
         reasoning_effort=effort,
-        response_format=ResponseFormat("text"),
+        response_format=common.TEXT_FORMAT,
         max_tokens=max_tokens,
         stop=stop,
         sampling=sampling,

@@ -73,6 +73,7 @@ from recipe.conversation import (
     UserMessage,
 )
 from recipe.encodings.base import RequestRules
+from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.options import Options
 
@@ -444,7 +445,7 @@ def _check_reasoning_present(messages: Sequence[Message], declares_tools: bool) 
 def _response_format(text: TextConfig | None, messages: Sequence[Message]) -> ResponseFormat:
     fmt = None if text is None else text.format
     if fmt is None or isinstance(fmt, FormatText):
-        return ResponseFormat("text")
+        return common.TEXT_FORMAT
     if isinstance(fmt, FormatJsonObject):
         texts = (m.content or "" for m in messages)
         if not common.mentions_json(texts):
@@ -469,7 +470,7 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
     """
     encoding = common.check_model(req.model, options)
-    rules = common.family_rules(req.model, options)
+    rules = get_encoding(encoding).request
     effort_level = req.reasoning.effort if req.reasoning else None
     thinking, effort = common.resolve_thinking(None, effort_level, options, encoding)
     tool_list = req.tools or ()

@@ -145,6 +145,8 @@ def _leading(conv: Conversation, first: SystemMessage | None, sink: list[ImageSo
 def _user_group(run: Sequence[Message], call_order: Mapping[str, int], sink: list[ImageSource]) -> list[Segment]:
     """One user turn: tool results in call order, then every user text (empty ones kept), joined
     by blank lines."""
+    if len(run) == 1 and type(run[0]) is UserMessage:  # the common turn: one user message
+        return [_S_USER, *_content(run[0].content, run[0].images, sink)]
     tools = [m for m in run if type(m) is ToolMessage]
     tools.sort(key=lambda m: call_order.get(m.tool_call_id, len(call_order)))
     out: list[Segment] = [_S_USER]
