@@ -264,7 +264,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         thinking, tools, req.temperature, req.top_p, seed=req.seed, logprobs=bool(req.logprobs), top_logprobs=req.top_logprobs,
         rule=rules.top_p,
     )
-    return Conversation(
+    return common.new_conversation(
         messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages,
         tools=tools,
         tool_choice=tool_choice,

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from recipe.api.frozen import builder
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
@@ -62,6 +63,8 @@ __all__ = [
     "thinking_top_p",
     "sampling",
     "UNSUPPORTED_IMAGE",
+    "TEXT_FORMAT",
+    "new_conversation",
     "PendingSystem",
     "resolve_systems",
 ]
@@ -70,6 +73,10 @@ UNSUPPORTED_IMAGE = "[Unsupported Image]"
 
 #: The ``text`` response format every request without one gets (frozen: shared by all of them).
 TEXT_FORMAT = ResponseFormat("text")
+
+#: ``Conversation(...)`` with every field given, without the frozen ``__init__``'s per-field cost
+#: (:func:`recipe.api.frozen.builder`): what the adapters build each request's conversation with.
+new_conversation = builder(Conversation)
 
 #: API effort level -> effective effort (None: thinking off). Behaviour map §1.6.
 EFFORT_LEVELS: dict[str, ReasoningEffort | None] = {

@@ -473,7 +473,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     given = req.system is not None if rules.system_in_place else bool(system)
     messages: tuple[Message, ...] = ((SystemMessage(system),) if given else ()) + tuple(body)
     sampling = common.sampling(thinking, tools, req.temperature, req.top_p, rule=rules.top_p)
-    return Conversation(
+    return common.new_conversation(
         messages=messages,
         tools=tools,
         tool_choice=tool_choice,

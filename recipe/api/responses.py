@@ -513,7 +513,7 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         messages = [m for m in messages if not (type(m) is SystemMessage and m.content == "")]
     if found:
         messages = common.resolve_systems(messages, tools)
-    return Conversation(
+    return common.new_conversation(
         messages=tuple(messages),
         tools=tools,
         tool_choice=tool_choice,
