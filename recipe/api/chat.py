@@ -126,7 +126,8 @@ def _convert_and_pair(msgs: list[Any], rules: RequestRules) -> tuple[Message, ..
             continue
         if pending:
             _missing(pending, answered, i)
-        pending, answered = None, set()
+        if pending is not None or answered:
+            pending, answered = None, set()
         if type(m) is AssistantMsg and m.tool_calls:
             pending = [c.id for c in m.tool_calls]
     if pending:

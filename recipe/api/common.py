@@ -7,6 +7,7 @@ status 400) with the parity target's message and the field path.
 from __future__ import annotations
 
 import math
+import operator
 import re
 import struct
 from collections import OrderedDict
@@ -33,7 +34,7 @@ from recipe.conversation import (
     ToolDefinition,
 )
 from recipe.encodings.base import RequestRules
-from recipe.encodings.table import ENCODINGS, get_encoding
+from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_compact
 from recipe.options import DEFAULT_OPTIONS, Options
@@ -185,7 +186,12 @@ def resolve_thinking(
     (:attr:`Encoding.thinking <recipe.encodings.base.Encoding.thinking>` of ``encoding``):
     ``never`` is off (DeepSeek-V3), ``always`` is on (DeepSeek-R1), whatever the request says.
     """
-    family = get_encoding(encoding) if encoding is not None and encoding in ENCODINGS else None
+    family = None
+    if encoding is not None:
+        try:
+            family = get_encoding(encoding)
+        except KeyError:  # not a known encoding: the request's switch decides
+            pass
     if family is not None and family.thinking == "never":
         return False, None
     if family is not None and family.thinking == "always":
@@ -478,9 +484,7 @@ def output_constraint(conv: Conversation) -> OutputConstraint | None:
     ``{"tools": [...], "format": {"kind", "schema"}}`` (compact JSON).
     """
     if conv.tools:
-        from recipe.schema.strict import tools_constraint_json
-
-        tools_json = tools_constraint_json(conv.tools)
+        tools_json = _tools_json(conv.tools)
         if conv.tool_choice.mode == "required":
             kind = "tool_call_required_after_reasoning" if conv.thinking else "tool_call_required"
             return OutputConstraint(kind, tools_json)
@@ -491,6 +495,27 @@ def output_constraint(conv: Conversation) -> OutputConstraint | None:
             )
         return OutputConstraint("tool_call", tools_json)
     return _format_constraint(conv.response_format)
+
+
+#: ids of a tools tuple's definitions -> ``(those definitions, their constraint JSON)``: printed once
+#: per set of (immutable, memoised) tool definitions, so an agent loop re-sending its tools prints
+#: them once. Entries hold the definitions, so their ids are never reused while an entry lives.
+_TOOLS_JSON: dict[tuple[int, ...], tuple[tuple[ToolDefinition, ...], str]] = {}
+
+
+def _tools_json(tools: Sequence[ToolDefinition]) -> str:
+    """``tools_constraint_json(tools)``, memoised by the definitions' identity."""
+    key = tuple(map(id, tools))
+    hit = _TOOLS_JSON.get(key)
+    if hit is not None and all(map(operator.is_, hit[0], tools)):
+        return hit[1]
+    from recipe.schema.strict import tools_constraint_json
+
+    text = tools_constraint_json(tools)
+    if len(_TOOLS_JSON) >= _TOOL_CACHE_SIZE:
+        _TOOLS_JSON.clear()
+    _TOOLS_JSON[key] = (tuple(tools), text)
+    return text
 
 
 def _format_constraint(rf: ResponseFormat) -> OutputConstraint | None:
