@@ -148,12 +148,13 @@ def prepare(
             (checked before parsing); 400 ``context_length_exceeded`` for a prompt past the window.
     """
     checked = 0  # id() of the body dict when its nesting depth was checked here
-    if isinstance(body, (bytes, bytearray, str)):
-        check_body_size(body, options.max_body_bytes)
-        body = loads_request(body if isinstance(body, str) else bytes(body))  # nesting depth checked
-        checked = id(body)
-    if type(body) is not dict and not isinstance(body, Mapping):
-        raise RequestError("invalid request body: expected a JSON object", stage="parse")
+    if type(body) is not dict:  # (a dict: the common case, nothing to check here)
+        if isinstance(body, (bytes, bytearray, str)):
+            check_body_size(body, options.max_body_bytes)
+            body = loads_request(body if isinstance(body, str) else bytes(body))  # nesting depth checked
+            checked = id(body)
+        if type(body) is not dict and not isinstance(body, Mapping):
+            raise RequestError("invalid request body: expected a JSON object", stage="parse")
     if api == "auto":
         api = detect_api(body)
     if store is not None and api == "responses":
