@@ -27,7 +27,8 @@ most (b)'s ratio can reach with this tokenizer).
 Every workload runs for DeepSeek-V4 (the default model) and for DeepSeek-V4.1 (``--families``; the
 bodies name ``deepseek-v4.1-flash``, both sides use the synthetic V4.1-shaped vocabulary, since no
 V4.1 tokenizer.json is public, and deepseek-recipe runs its V4.1 path); a V4.1 row's ratio should
-be at least its V4 row's (issue 11), printed per case.
+be at least its V4 row's (issue 11), printed per case with the same condition in times (recipe's
+V4.1/V4 time must not exceed deepseek-recipe's: a cost both families share cannot change it).
 Targets (issue 16): (a) >= 3, (b) >= 3, (c) >= 20. Pin it (``taskset -c 1``) on a shared machine.
 
 Earlier generations (issue 15; ``--workload earlier`` runs just these, ``v4`` just the two above):
@@ -260,9 +261,13 @@ def main() -> None:
         print_rows(rows, f"\nworkload {key} ({facts['long_bytes'] / 1e3:.0f} KB long body)")
         if family.model is not None and name in out["workloads"]:  # the V4 rows of this workload ran first
             for r4, r in zip(out["workloads"][name]["rows"], rows):
-                mine = r.as_dict()["ratio"][0]
+                d = r.as_dict()
+                mine = d["ratio"][0]
+                # the same condition in times: recipe's V4.1/V4 time must not exceed deepseek-recipe's
+                ours, theirs = d["ours_ms"][0] / r4["ours_ms"][0], d["theirs_ms"][0] / r4["theirs_ms"][0]
                 print(f"  {r.name.split(' (')[0]}: {family.name} ratio {mine:.2f} vs V4 ratio {r4['ratio'][0]:.2f} -> "
-                      f"{'ok' if mine >= r4['ratio'][0] else 'BELOW'}")
+                      f"{'ok' if mine >= r4['ratio'][0] else 'BELOW'} ({family.name}/V4 time: recipe {ours:.2f}, "
+                      f"deepseek-recipe {theirs:.2f})")
         fl = facts["floor"]
         print(f"  floor of (b): tiktoken alone on its distinct text chunks {fl['ours_ms'][0]:.1f} ms "
               f"[{fl['ours_ms'][1]:.1f}–{fl['ours_ms'][2]:.1f}]; deepseek-recipe / tiktoken alone = {fl['ratio'][0]:.2f} "
