@@ -137,7 +137,7 @@ def _leading(conv: Conversation, first: SystemMessage | None, sink: list[ImageSo
         out.append(Text(JSON_SCHEMA_HEAD + dumps_prompt_python(conv.response_format.schema)))
     elif rf == "json_object":
         out.append(Text(JSON_OBJECT_TEXT))
-    if first is not None:
+    if first is not None and first.tool_additions:
         out += _additions(first.tool_additions)
     return out
 
@@ -204,7 +204,8 @@ def _body(
         if kind is SystemMessage:
             segs.append(_S_SYSTEM)
             segs += _content(m.content, m.images, sink)
-            segs += _additions(m.tool_additions)
+            if m.tool_additions:
+                segs += _additions(m.tool_additions)
         elif kind is LatestReminderMessage:
             segs += (_S_REMINDER, Text(m.content))
         elif kind is AssistantMessage:
