@@ -65,3 +65,49 @@ def test_models_401_is_in_the_shape_of_the_api_asking():
         r = httpx.post(f"{s.url}/v1/messages/count_tokens", content=json.dumps({"model": MODEL, "messages": []}))
         assert r.status_code == 401 and r.json()["error"]["message"] == "Missing API key."
         assert httpx.get(f"{s.url}/v1/models", headers={"authorization": "Bearer sk-a"}).status_code == 200
+
+
+async def _out_of_vocabulary(request):
+    yield [IDS[0], 999_999, IDS[-1]]  # (ending with EOS)
+
+
+@pytest.mark.parametrize("api, path, body", [
+    ("chat", "/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}),
+    ("responses", "/v1/responses", {"model": MODEL, "input": "Hi"}),
+    ("messages", "/v1/messages", {"model": MODEL, "max_tokens": 50, "messages": [{"role": "user", "content": "Hi"}]}),
+])
+def test_an_engine_id_outside_the_vocabulary_is_an_engine_error_not_a_500(api, path, body):
+    """Ids from another vocabulary (a misconfigured engine) are the engine's malformed output: 502
+    before the first byte, the API's in-stream error after it."""
+    with running(recipe.serve.app(_out_of_vocabulary)) as s:
+        r = httpx.post(s.url + path, json=body, timeout=20)
+        assert r.status_code == 502, r.text
+        err = r.json()["error"]
+        if api == "messages":
+            assert err["type"] == "api_error" and "999999 is outside the vocabulary" in err["message"]
+        else:
+            assert err["type"] == "server_error" and err["code"] == "engine_error"
+            assert "999999 is outside the vocabulary" in err["message"]
+        r = httpx.post(s.url + path, json={**body, "stream": True}, timeout=20)
+        assert r.status_code == 200
+        assert "999999 is outside the vocabulary" in r.text and "internal error" not in r.text
+        assert ("event: error" in r.text) if api != "chat" else ('"code":"engine_error"' in r.text and r.text.endswith("data: [DONE]\n\n"))
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3", "deepseek-r1", "deepseek-v3.1", "deepseek-v3.2"])
+def test_the_demo_engine_answers_the_earlier_generations_in_their_vocabulary(model):
+    """The demo wrote DeepSeek-V4 ids (``</think>`` = 128822) for every model: a V3-vocabulary
+    request was a 500."""
+    openai = pytest.importorskip("openai")
+    anthropic = pytest.importorskip("anthropic")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    with running(recipe.serve.app()) as s:
+        client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="x", max_retries=0, timeout=20)
+        msg = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], tools=tools).choices[0].message
+        assert msg.content.startswith("Hello! I am recipe's demo engine") and not msg.tool_calls
+        assert (getattr(msg, "reasoning_content", None) == "The user wants an answer; I will reply briefly.") == (model != "deepseek-v3")
+        stream = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == msg.content
+        m = anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0).messages.create(
+            model=model, max_tokens=200, messages=[{"role": "user", "content": "Hi"}])
+        assert m.content[-1].text == msg.content and m.stop_reason == "end_turn"

@@ -36,7 +36,7 @@ from recipe.serve.guard import Guard
 from recipe.serve.metrics import Metrics
 from recipe.serve.writer import FrameWriter
 from recipe.store.conversations import ConversationStore, remember
-from recipe.tokenizer import Tokenizer
+from recipe.tokenizer import TokenIdError, Tokenizer
 
 __all__ = ["Job", "run", "json_response", "Send"]
 
@@ -250,6 +250,11 @@ def _timeout_error(guard: Guard) -> EngineError:
                                   f"within {guard.timeout_of(why)} s ({why.replace('_', ' ')} timeout)")
 
 
+def _engine_error(exc: EngineError | TokenIdError) -> EngineError:
+    """An id outside the request's vocabulary is the engine's malformed output (a 502), not a bug of ours."""
+    return exc if isinstance(exc, EngineError) else EngineError("protocol", f"the engine's output: {exc}")
+
+
 def _delta_error(d: EngineDelta) -> EngineError:
     return EngineError("failed", d.message or f"engine ended the request: {d.finish}")
 
@@ -394,10 +399,10 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             m.child(m.errors, api, "disconnect").inc()
             return
         await _fail(job, send, writer, from_engine_error(_timeout_error(guard)), rstate)
-    except EngineError as exc:
+    except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
-        await _fail(job, send, writer, from_engine_error(exc), rstate)
+        await _fail(job, send, writer, from_engine_error(_engine_error(exc)), rstate)
     finally:
         await _aclose(it)
         if first_byte and engine_seconds is not None:  # the engine answered, the stream failed before a frame
@@ -480,9 +485,9 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
             m.child(m.errors, api, "disconnect").inc()
             return
         await _pre_stream_error(job, send, from_engine_error(_timeout_error(guard)))
-    except EngineError as exc:
+    except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
-        await _pre_stream_error(job, send, from_engine_error(exc))
+        await _pre_stream_error(job, send, from_engine_error(_engine_error(exc)))
     finally:
         await _aclose(it)

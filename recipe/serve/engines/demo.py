@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from recipe.conversation import Conversation, ToolMessage
+from recipe.encodings.table import get_encoding
 from recipe.jsonfmt import dumps_compact
 from recipe.serve.engines.base import EngineDelta, EngineRequest
 from recipe.tokenizer import Tokenizer, load_tokenizer
@@ -75,15 +76,21 @@ def _call(name: str, arguments: dict[str, Any], opened: bool) -> str:
     return f'{head}<｜DSML｜invoke name="{name}">\n{params}</｜DSML｜invoke>\n</｜DSML｜tool_calls>'
 
 
-def demo_text(conv: Conversation, starts_in_tool_calls: bool = False) -> str:
-    """The completion text (special tokens spelled out) the demo answers ``conv`` with."""
+#: The families whose output format the demo writes tool calls in (DSML); the earlier generations
+#: (DeepSeek-V3 … V3.2) get the answer text.
+_DSML_FAMILIES = frozenset({"deepseek_v4", "deepseek_v41"})
+
+
+def demo_text(conv: Conversation, starts_in_tool_calls: bool = False, encoding: str = "deepseek_v4") -> str:
+    """The completion text (special tokens spelled out) the demo answers ``conv`` with, in the
+    output format of the model family ``encoding`` (tool calls only for DeepSeek-V4 and V4.1)."""
     last = conv.messages[-1] if conv.messages else None
     after_tool = isinstance(last, ToolMessage)
     think = ""
     if conv.thinking and not starts_in_tool_calls:
         think = ("The tool answered; I will report its result." if after_tool
                  else "The user wants an answer; I will reply briefly.") + "</think>"
-    if conv.tools and (not after_tool or starts_in_tool_calls):
+    if conv.tools and (not after_tool or starts_in_tool_calls) and encoding in _DSML_FAMILIES:
         tool = conv.tools[0]
         args = example_value(tool.parameters if isinstance(tool.parameters, dict) and tool.parameters else {"type": "object"})
         if not isinstance(args, dict):
@@ -117,10 +124,9 @@ class DemoEngine:
         if prep is None:
             text = _ANSWER + EOS
         else:
-            text = demo_text(prep.conversation, prep.parsing.starts_in_tool_calls)
-        if self._tok is None:
-            self._tok = load_tokenizer()
-        tok = self._tok
+            text = demo_text(prep.conversation, prep.parsing.starts_in_tool_calls, prep.encoding)
+        # the ids of the request's own vocabulary (an earlier generation's is DeepSeek-V3's)
+        tok = self._tok or (get_encoding(prep.encoding).tokenizer() if prep is not None else load_tokenizer())
         ids = tok.encode_with_special_tokens(text)[: req.max_tokens]
         finish = "stop" if ids and ids[-1] in req.stop_token_ids or not req.stop_token_ids else "length"
         for i, t in enumerate(ids):
