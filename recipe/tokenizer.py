@@ -94,6 +94,22 @@ V4_PAT_STR = "|".join(
 )
 
 
+_PIECES: Any = None
+
+
+def _encode_pieces(enc: tiktoken.Encoding, text: str) -> list[int]:
+    """``enc.encode_ordinary(text)`` without tiktoken's regex engine: :data:`V4_PAT_STR`'s pieces
+    found by the ``regex`` package (version-1 syntax, for the ``&&`` class intersections; its
+    backtracking uses the heap, not the stack), each encoded by tiktoken's BPE."""
+    global _PIECES
+    if _PIECES is None:
+        import regex
+
+        _PIECES = regex.compile(V4_PAT_STR, regex.V1)
+    encode = enc._encode_single_piece
+    return [i for m in _PIECES.finditer(text) for i in encode(m.group())]
+
+
 class TokenIdError(KeyError):
     """A token id outside the vocabulary (a caller error, e.g. ids from another model).
 
@@ -214,8 +230,19 @@ class Tokenizer:
     def encode_ordinary(self, text: str) -> list[int]:
         """Token ids of ``text`` as plain text: special-token spellings become ordinary BPE pieces.
 
-        Lone surrogates are replaced by U+FFFD (tiktoken's behaviour). Never raises on a ``str``.
+        Lone surrogates are replaced by U+FFFD (tiktoken's behaviour). Never raises on a ``str``:
+        where tiktoken's regex engine overflows its stack (a run of about a million whitespace or
+        format characters: it panics), the text is pre-tokenized with the ``regex`` package instead
+        (:func:`_encode_pieces`; the same ids, checked against HF ``tokenizers``).
         """
+        try:
+            return self._encode_ordinary(text)
+        except BaseException as exc:  # pyo3's PanicException is a BaseException
+            if type(exc).__name__ != "PanicException":
+                raise
+            return _encode_pieces(self.encoding, text)
+
+    def _encode_ordinary(self, text: str) -> list[int]:
         enc = self._encoding
         if enc is None and text:
             covered = self._covered
