@@ -418,8 +418,8 @@ async def _background(addr: tuple[str, int], streams: int, body: bytes, stagger:
 def _stagger(streams: int, deltas: int) -> float:
     """Seconds between the background streams' first requests: one request's length (``deltas``
     paced deltas) spread evenly over the ``streams`` streams, in whole delta periods (so their deltas
-    still come in the same phase of the 20 ms cycle, as a batched engine's do)."""
-    return max(1, round(deltas / streams)) * PACED_MS / 1000
+    still come in the same phase of the 20 ms cycle, as a batched engine's do); 0 without any."""
+    return max(1, round(deltas / streams)) * PACED_MS / 1000 if streams > 0 else 0.0
 
 
 def _latency(server: Server, streams: int, body: bytes, probes: int, seed: int, stagger: float = 0.0) -> list[float]:
