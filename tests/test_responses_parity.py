@@ -133,3 +133,33 @@ def test_namespace_tool_map_shapes():
         }
     )
     assert namespace_tool_map(req) == {"ns__a_1": ("ns", "a"), "ns__b": ("ns", "b"), "x_y": ("x_", "y")}
+
+
+@pytest.mark.parametrize("api, extra, param", [
+    ("chat", {"reasoning_effort": "bogus"}, "reasoning_effort"),
+    ("chat", {"thinking": {"type": "bogus"}}, "thinking.type"),
+    ("chat", {"tools": [{"type": "custom", "function": {"name": "f"}}]}, "tools[0].type"),
+    ("chat", {"tool_choice": 3}, "tool_choice"),
+    ("chat", {"tool_choice": "AUTO"}, "tool_choice"),
+    ("responses", {"reasoning": {"summary": "bogus"}}, "reasoning.summary"),
+    ("messages", {"thinking": {"type": "bogus"}}, "thinking.type"),
+    ("messages", {"output_config": {"effort": "bogus"}}, "output_config.effort"),
+])
+def test_unknown_variants_are_worded_as_deepseek_recipe(api, extra, param):
+    """serde's wording (found by hostile requests: pydantic's ``'a', 'b' or 'c'`` was passed on):
+    ``expected `x```, ``expected one of `a`, `b`, `c``` in deepseek-recipe's variant order, and its
+    message for a Chat tool choice that is neither a mode nor an object."""
+    import oracle
+
+    from recipe.pipeline import prepare
+
+    base = {"chat": {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "Hi"}]},
+            "responses": {"model": "deepseek-v4-pro", "input": "Hi"},
+            "messages": {"model": "deepseek-v4-pro", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}}[api]
+    body = {**base, **extra}
+    theirs = oracle.convert(api, body)
+    with pytest.raises(RequestError) as info:
+        prepare(body, api)
+    assert info.value.stage == theirs["stage"] == "parse"
+    assert theirs["message"].split(" at line ")[0] == info.value.message
+    assert info.value.param.replace(".", "[").split("[")[0] == param.replace(".", "[").split("[")[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from recipe.api.wire import U32, U64, WireModel, parse_body
 
@@ -166,7 +166,7 @@ class NamedToolChoice(WireModel):
 class Thinking(WireModel):
     """DeepSeek ``thinking``: ``enabled`` / ``adaptive`` / ``disabled`` (``budget_tokens`` has no effect)."""
 
-    type: Literal["enabled", "disabled", "adaptive"]
+    type: Literal["adaptive", "enabled", "disabled"]  # (serde's variant order, for the unknown-variant message)
     budget_tokens: Any = None
 
 
@@ -217,13 +217,20 @@ class StreamOptions(WireModel):
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"]
 
 
+def _choice_check(v: Any) -> Any:
+    """deepseek-recipe's message for a tool choice that is neither a mode nor an object."""
+    if v is None or v in ("none", "auto", "required") or isinstance(v, dict):
+        return v
+    raise ValueError("expected one of `none`, `auto`, `required` or a tool")  # (sic: deepseek-recipe 0.2.0)
+
+
 class ChatCompletionRequest(WireModel):
     """A Chat Completions request body (the fields that matter; unknown keys are ignored)."""
 
     model: str
     messages: list[ChatMessage]
     tools: list[ToolDef] | None = None
-    tool_choice: Union[Literal["none", "auto", "required"], NamedToolChoice, None] = None
+    tool_choice: Annotated[Union[Literal["none", "auto", "required"], NamedToolChoice, None], BeforeValidator(_choice_check)] = None
     thinking: Thinking | None = None
     reasoning_effort: Effort | None = None
     response_format: ResponseFormatModel | None = None

@@ -53,7 +53,7 @@ Role = Annotated[Literal["user", "assistant", "system"], BeforeValidator(_unit_v
 ImageMediaType = Annotated[
     Literal["image/jpeg", "image/jpg", "image/png", "image/gif", "image/webp"], BeforeValidator(_unit_variant)
 ]
-ThinkingType = Annotated[Literal["enabled", "disabled", "adaptive"], BeforeValidator(_unit_variant)]
+ThinkingType = Annotated[Literal["adaptive", "enabled", "disabled"], BeforeValidator(_unit_variant)]
 Effort = Annotated[
     Literal["none", "minimal", "low", "medium", "high", "xhigh", "ultra", "max"], BeforeValidator(_unit_variant)
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from contextvars import ContextVar
 from typing import Annotated, Any
 
@@ -51,6 +53,17 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def _serde_expected(listed: str) -> str:
+    """pydantic's ``'a', 'b' or 'c'`` as serde words it: ``expected `a```, ``expected `a` or `b```,
+    ``expected one of `a`, `b`, `c```."""
+    values = re.findall(r"'((?:[^'\\]|\\.)*)'", listed)
+    if len(values) == 1:
+        return f"expected `{values[0]}`"
+    if len(values) == 2:
+        return f"expected `{values[0]}` or `{values[1]}`"
+    return "expected one of " + ", ".join(f"`{v}`" for v in values)
+
+
 def _describe(err: dict[str, Any]) -> str:
     kind = err["type"]
     ctx = err.get("ctx") or {}
@@ -60,7 +73,7 @@ def _describe(err: dict[str, Any]) -> str:
         expected = ", ".join(f"`{t.strip()}`" for t in str(ctx.get("expected_tags", "")).replace("'", "").split(","))
         return f"unknown variant `{ctx.get('tag')}`, expected one of {expected}"
     if kind == "literal_error":
-        return f"unknown variant `{err.get('input')}`, expected one of {ctx.get('expected', '')}"
+        return f"unknown variant `{err.get('input')}`, {_serde_expected(str(ctx.get('expected', '')))}"
     return f"{err['msg']} (got {type(err.get('input')).__name__})"
 
 
