@@ -150,3 +150,13 @@ def test_semantic_usage_errors_exit_2(tmp_path, capsys):
     assert run(["cache", "keys", f, "--block-size", "0"], capsys)[0] == 2
     assert run(["cache", "diff", f, f, "--block-size", "0"], capsys)[0] == 2
     assert run(["cache"], capsys)[0] == 2
+
+
+def test_trace_lines_split_on_newlines_only(tmp_path, capsys):
+    """JSONL written with ensure_ascii=False holds U+2028, U+0085 … raw inside its strings; they are
+    no line breaks (str.splitlines broke such a trace into invalid halves)."""
+    lines = [{"token_ids": IDS[:130], "model": "m\u2028x\x85y\x1c"}, {"token_ids": IDS[:300], "model": "m\u2028x\x85y\x1c"}]
+    trace = write(tmp_path, "t.jsonl", "\r\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\r\n")
+    code, out, err = run(["cache", "simulate", trace, "--json"], capsys)
+    assert code == 0, err
+    assert (json.loads(out)["requests"], json.loads(out)["hit_tokens"]) == (2, 128)

@@ -111,3 +111,12 @@ def test_the_demo_engine_answers_the_earlier_generations_in_their_vocabulary(mod
         m = anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0).messages.create(
             model=model, max_tokens=200, messages=[{"role": "user", "content": "Hi"}])
         assert m.content[-1].text == msg.content and m.stop_reason == "end_turn"
+
+
+def test_replay_files_split_on_newlines_only(tmp_path):
+    """A replay line written with ensure_ascii=False may hold U+2028 or U+0085 raw: not a line break."""
+    text = "Line\u2028separator\x85next" + EOS
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"text": text}, ensure_ascii=False) + "\r\n" + json.dumps({"ids": IDS}) + "\n", encoding="utf-8")
+    turns = load_turns(path)
+    assert [list(t.ids) for t in turns] == [load_tokenizer().encode_with_special_tokens(text), list(IDS)]

@@ -170,7 +170,7 @@ def _trace(path: str, load: LoadPromptIds | None, tokenizer: str | None = None) 
     from recipe.cache.index import TraceRequest
 
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_text(encoding="utf-8").split("\n")  # (JSON strings may hold U+2028, U+0085 …)
     except (OSError, UnicodeDecodeError) as exc:
         raise _BadInput(f"{path}: {exc}") from None
     for n, line in enumerate(lines, 1):

@@ -108,7 +108,7 @@ def load_turns(source: str | Path | Iterable[Any], tokenizer: Tokenizer | None =
     turns: list[ReplayTurn] = []
     if isinstance(source, (str, Path)):
         try:
-            lines = Path(source).read_text(encoding="utf-8").splitlines()
+            lines = Path(source).read_text(encoding="utf-8").split("\n")  # (JSON strings may hold U+2028, U+0085 …)
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"replay file {source}: {exc}") from None
         for n, line in enumerate(lines, 1):
