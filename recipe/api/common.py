@@ -6,6 +6,7 @@ status 400) with the parity target's message and the field path.
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 import re
@@ -218,6 +219,8 @@ def build_tool(
     """A validated :class:`ToolDefinition` (§1.5); memoised, since agent loops re-send the same tools.
 
     The returned definition (and its ``parameters``) is shared between requests: treat it as read-only.
+    A miss stores a deep copy of ``parameters``, so a caller that later edits its own schema dict in
+    place never changes what an equal request gets from the memo.
 
     Args:
         field: path of the tool's name field for errors, e.g. ``tools[0].function.name``.
@@ -235,7 +238,7 @@ def build_tool(
         return _build_tool(name, description, parameters, strict, field, normalize_strict, check_name)
     tool = _TOOL_CACHE.get(key)
     if tool is None:
-        tool = _build_tool(name, description, parameters, strict, field, normalize_strict, check_name)
+        tool = _build_tool(name, description, copy.deepcopy(parameters), strict, field, normalize_strict, check_name)
         _TOOL_CACHE[key] = tool
         if len(_TOOL_CACHE) > _TOOL_CACHE_SIZE:
             _TOOL_CACHE.popitem(last=False)
