@@ -306,3 +306,27 @@ def test_strict_response_formats_match_deepseek_recipe(schema: Any) -> None:
 @given(_top)
 def test_non_strict_tools_match_deepseek_recipe(schema: Any) -> None:
     assert _ours(schema, "loose") == _theirs(schema, "loose")
+
+
+@pytest.mark.parametrize("schema, why", [
+    ({"type": "object", "required": [None, None]}, "[null,null] has non-unique elements"),
+    ({"type": "object", "required": [1, 1.0]}, "[1,1.0] has non-unique elements"),
+    ({"type": "object", "properties": {"a": {"required": [5, 5]}}}, "[5,5] has non-unique elements"),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": [1, 1]}, "[1,1] has non-unique elements"),
+    ({"type": "object", "required": [1, 2]}, '1 is not of type "string"'),
+])
+def test_repeated_wrong_items_report_the_repetition_first(schema, why):
+    """The Rust crate checks ``uniqueItems`` before the items of a string array (found by a
+    differential of generated tool schemas): the Messages 400 words it as deepseek-recipe does."""
+    import oracle
+
+    from recipe.errors import RequestError
+    from recipe.pipeline import prepare
+
+    body = {"model": "deepseek-v4-pro", "max_tokens": 5, "tools": [{"name": "f", "input_schema": schema}],
+            "messages": [{"role": "user", "content": "x"}]}
+    message = f"Invalid schema for function 'f': {why}"
+    assert oracle.convert("messages", body)["message"] == message
+    with pytest.raises(RequestError) as info:
+        prepare(body, "messages")
+    assert info.value.message == message

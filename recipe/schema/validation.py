@@ -86,12 +86,26 @@ def _additional_properties_in_instance_order(validator: Any, ap: Any, instance: 
         yield from validator.descend(value, ap, path=name)
 
 
+def _items_after_unique(base: Any) -> Any:
+    """``items`` that defers to ``uniqueItems`` next to it: for an array with repeated items the
+    crate reports ``[1,1] has non-unique elements`` before its items' own errors."""
+
+    def items(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if schema.get("uniqueItems") is True and validator.is_type(instance, "array") and any(
+                validator.VALIDATORS["uniqueItems"](validator, True, instance, schema)):
+            return  # (uniqueItems, checked after it in the meta-schemas, reports)
+        yield from base(validator, value, instance, schema)
+
+    return items
+
+
 def _meta_validator(cls: Any) -> Any:
     ext = _jsv.extend(
         cls,
         {
             "properties": _properties_in_instance_order,
             "additionalProperties": _additional_properties_in_instance_order,
+            "items": _items_after_unique(cls.VALIDATORS["items"]),
         },
     )
     init_fields = [(f.name, f.alias) for f in attrs.fields(ext) if f.init]
