@@ -134,8 +134,9 @@ def test_push_sse_tool_calls_equal_sse_of_push(text, api, model, thinking, stop,
 @settings(max_examples=100, deadline=None)
 @given(tool_outputs(), st.booleans())
 def test_push_fragments_is_push(text, declared):
-    """Fed one id at a time, ``push_fragments`` gives ``push``'s events, a plain entry standing for
-    ``ToolCallArgumentsDelta(open_call, entry[1])`` (the JSON literal of that text in ``entry[4]``)."""
+    """Fed one id at a time, ``push_fragments`` gives ``push``'s events, a tuple ``f`` (a plain entry,
+    or a tag completion's argument piece) standing for ``ToolCallArgumentsDelta(open_call, f[1])``
+    (the JSON literal of that text in ``f[4]``)."""
     tok = load_tokenizer()
     opts = ParsingOptions(parse_tool_calls=True, tool_names=TOOLS if declared else ())
     a = OutputParser(opts, tok, tool_call_id=1)

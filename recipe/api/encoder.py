@@ -115,6 +115,14 @@ class StreamEncoder(Protocol):
         when the event needs :meth:`on_events` (it opens or closes something, or is another kind)."""
         ...
 
+    def fragment_sse(self, text: str, js: bytes) -> bytes | None:
+        """:meth:`delta_sse` of an arguments delta of the last started call carrying ``text``, given
+        ``js``, the compact JSON string literal of ``text`` (``orjson.dumps(text)``, from the parser's
+        per-vocabulary tables): no event object, no JSON encoding per token. None, with nothing
+        changed, when :meth:`on_events` must handle it (``CompletionStream.push_sse`` then builds
+        the event)."""
+        ...
+
 
 def new_response_id(prefix: str, seed: int | str | None = None) -> str:
     """``prefix`` + 29 characters ``[A-Za-z0-9]``; the same seed gives the same id, None a fresh one."""

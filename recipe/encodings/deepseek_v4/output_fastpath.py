@@ -196,10 +196,11 @@ class FastPaths:
         shortcut applies, everything else by the general ``_push_ids``.
 
         ``fragments`` (:attr:`push_fragments`; for ``CompletionStream.push_sse``): a one-token push
-        whose only event would be ``ToolCallArgumentsDelta(open_call, hit[1])`` for a plain token
-        inside a string value returns that token's :data:`Plain` entry ``hit`` (a tuple) instead,
-        so the caller can frame the delta from ``hit[4]`` without an event; the parser's state is
-        the same either way.
+        whose only event would be an arguments delta of the open call, when a shortcut serves it (a
+        plain token inside a string value, a token completing a parameter's opener or closer),
+        returns a tuple ``f`` instead: ``f[1]`` the delta's text, ``f[4]`` its compact JSON string
+        literal (for a plain token, its :data:`Plain` entry), so the caller can frame the delta
+        without an event; the parser's state is the same either way.
         """
         if len(token_ids) == 1:
             # The plainest token (no "<", ">" or newline): the cases of the paths below that
@@ -256,7 +257,7 @@ class FastPaths:
                 # a token completing a held DSML tag (the general path when it is anything else)
                 text = self._fast_texts.get(tid)
                 if text is not None and ">" in text:
-                    out = self._tag_token(text)
+                    out = self._tag_token(text, fragments)
                     if out is not None:
                         return out
                     if type(token_ids) is not tuple and type(token_ids) is not list:
@@ -350,7 +351,7 @@ class FastPaths:
                             self._completion += 1
                             return []
                     elif BLOCK <= st <= VALUE:
-                        out = self._tag_token(text)
+                        out = self._tag_token(text, fragments)
                         if out is not None:
                             return out
                 elif text == "｜DSML｜" and BLOCK <= st <= VALUE and (self._hold == "<" or self._hold == "</"):
@@ -386,7 +387,7 @@ class FastPaths:
         self._htail = new
         return True
 
-    def _tag_token(self, text: str) -> list[OutputEvent] | None:
+    def _tag_token(self, text: str, fragments: bool = False) -> list[OutputEvent] | Plain | None:
         """One token completing a held DSML tag inside a block; None when the general scan must decide.
 
         Handles the structural tags valid in the current state (invoke or block closer in a
@@ -470,8 +471,11 @@ class FastPaths:
             k = self._args_sent
             n = len(args)
             if k < n:
-                out.append(ToolCallArgumentsDelta(call, args[k] if k + 1 == n else "".join(args[k:])))
+                piece = args[k] if k + 1 == n else "".join(args[k:])
                 self._args_sent = n
+                if fragments and not out:  # the push's only event: as a fragment (see push)
+                    return (piece, piece, None, None, _orjson_dumps(piece))
+                out.append(ToolCallArgumentsDelta(call, piece))
         return out  # start + "{" / args / args + end / content: never two mergeable deltas in a row
 
     def _bulk_invokes(self, s: str, i: int) -> int:
