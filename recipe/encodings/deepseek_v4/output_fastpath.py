@@ -140,6 +140,21 @@ def bulk_patterns(eos_texts: tuple[str, ...], d: Dialect = V4_DIALECT) -> tuple[
     return hit
 
 
+#: string-value text -> (text, its JSON string content, None, None, that content's JSON literal): the
+#: argument fragment of a token that is not plain (it holds a newline), memoised (bounded)
+_PIECES: dict[str, tuple[str, str, None, None, bytes]] = {}
+
+
+def _value_piece(text: str) -> tuple[str, str, None, None, bytes]:
+    """The :data:`_PIECES` entry of ``text`` (a string value's text, shaped like a :data:`Plain`
+    entry: ``[1]`` the argument fragment, ``[4]`` its compact JSON), memoised."""
+    piece = encode_basestring(text)[1:-1]
+    frag = (text, piece, None, None, _orjson_dumps(piece))
+    if len(_PIECES) < 4096:
+        _PIECES[text] = frag
+    return frag
+
+
 #: dialect spellings -> (held tag text, completing token's text) -> :func:`_tag_completion`'s answer
 _TAG_MEMOS: dict[tuple[Spelling, ...], dict[tuple[str, str], tuple[str, int, str, bool | None, str] | tuple[()]]] = {}
 
@@ -197,7 +212,7 @@ class FastPaths:
 
         ``fragments`` (:attr:`push_fragments`; for ``CompletionStream.push_sse``): a one-token push
         whose only event would be an arguments delta of the open call, when a shortcut serves it (a
-        plain token inside a string value, a token completing a parameter's opener or closer),
+        token of a string value, a token completing a parameter's opener or closer),
         returns a tuple ``f`` instead: ``f[1]`` the delta's text, ``f[4]`` its compact JSON string
         literal (for a plain token, its :data:`Plain` entry), so the caller can frame the delta
         without an event; the parser's state is the same either way.
@@ -299,11 +314,15 @@ class FastPaths:
                                     text = text[:-1]
                                     if not text:
                                         return []
-                                piece = encode_basestring(text)[1:-1]
+                                frag = _PIECES.get(text)
+                                if frag is None:
+                                    frag = _value_piece(text)
                                 args = self._args
-                                args.append(piece)
+                                args.append(frag[1])
                                 self._args_sent = len(args)
-                                return [ToolCallArgumentsDelta(self._call, piece)]
+                                if fragments:
+                                    return frag
+                                return [ToolCallArgumentsDelta(self._call, frag[1])]
                             out = self._out = []
                             self._value_text(text)
                             if self._args_sent < len(self._args):
