@@ -223,7 +223,8 @@ class FastPaths:
             tid = token_ids[0]
             hit = self._fast_plain.get(tid)
             if hit is not None:
-                if not self._hold:
+                hold = self._hold
+                if not hold:
                     st = self._state
                     if st == VALUE:
                         if self._vstring:
@@ -251,12 +252,12 @@ class FastPaths:
                             self._completion += 1
                             return [hit[3]]
                 elif self._hold_tag:
-                    if self._state != HOLD and len(self._hold) + len(hit[0]) < TAG_MAX:
-                        self._hold += hit[0]  # the name or attributes of a DSML tag waiting for its ">"
+                    if self._state != HOLD and len(hold) + len(hit[0]) < TAG_MAX:
+                        self._hold = hold + hit[0]  # the name or attributes of a DSML tag waiting for its ">"
                         self._completion += 1
                         return []
-                elif hit[0] == "｜DSML｜" and BLOCK <= self._state <= VALUE and (self._hold == "<" or self._hold == "</"):
-                    self._hold += "｜DSML｜"  # now exactly an opener / closer prefix waiting for its ">"
+                elif hit[0] == "｜DSML｜" and BLOCK <= self._state <= VALUE and (hold == "<" or hold == "</"):
+                    self._hold = hold + "｜DSML｜"  # now exactly an opener / closer prefix waiting for its ">"
                     self._hold_tag = True
                     self._completion += 1
                     return []
