@@ -77,7 +77,7 @@ ENCODERS: Mapping[str, type] = MappingProxyType(
 
 _TEXT = (TextDelta, ReasoningDelta)
 _TOOL = (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)
-_DELTAS = frozenset((TextDelta, ReasoningDelta, ToolCallArgumentsDelta))  # events delta_sse may frame
+_BATCH = 64  # push_sse frames the payloads of this many events at a time
 
 
 def _token_text(b: bytes) -> str:
@@ -230,11 +230,11 @@ class CompletionStream:
         """``self.sse(self.push(token_ids, logprobs))``, byte for byte, without building the payload
         dicts on the common path: a push whose output is one delta that the open block (item, call)
         takes as it is gets its frame from the encoder's per-stream template
-        (:meth:`~recipe.api.encoder.StreamEncoder.delta_sse`), in a push of many events too (the
-        others go through their payload dicts, event by event); a plain token of a string argument
-        comes from the parser as its plain entry, framed by the encoder's ``fragment_sse`` (no
-        event built). For a server that sends the bytes and does not look at the payloads; raises
-        as :meth:`push`."""
+        (:meth:`~recipe.api.encoder.StreamEncoder.delta_sse`); a token inside a string argument (or
+        completing a parameter's tag) comes from the parser as an argument fragment, framed by the
+        encoder's ``fragment_sse`` (no event built); a push of many events is framed a batch at a
+        time. For a server that sends the bytes and does not look at the payloads; raises as
+        :meth:`push`."""
         if not self._direct:
             return self.sse(self.push(token_ids, logprobs))
         try:
@@ -245,7 +245,7 @@ class CompletionStream:
         if not events:
             return b""
         if type(events) is tuple:
-            # one plain token of a string argument (the parser's plain entry: escaped text, its JSON)
+            # one argument fragment of the open call (push_fragments: [1] its text, [4] that text's JSON)
             data = self._frag_sse(events[1], events[4])  # type: ignore[misc]
             if data is not None:
                 return data
@@ -259,25 +259,14 @@ class CompletionStream:
             out: list[dict[str, Any]] = []
             self._handle(events, None, out)
             return self.sse(out)
-        # event by event (an encoder's on_events is a loop over its events), each framed at once: a
-        # delta the open block takes as it is from its template, anything else through its payload
-        # dicts — which die young (a push of a whole output does not keep thousands alive)
-        delta_sse, on_events, frame = enc.delta_sse, enc.on_events, enc.frame
+        if len(events) <= _BATCH:
+            return self.sse(enc.on_events(events))
+        # a push of many events (a whole output at once): payloads framed a batch of events at a time
+        # (an encoder's on_events is a loop over its events), so they are not all alive at once
+        on_events, frame = enc.on_events, enc.frame
         parts: list[bytes] = []
-        i, n = 0, len(events)
-        while i < n:
-            if type(events[i]) in _DELTAS:
-                data = delta_sse(events[i])
-                if data is not None:
-                    parts.append(data)
-                    i += 1
-                    continue
-            j = i + 1  # this event and the starts / ends right after it
-            while j < n and type(events[j]) not in _DELTAS:
-                j += 1
-            for p in on_events(events[i:j]):
-                parts.append(frame(p))
-            i = j
+        for k in range(0, len(events), _BATCH):
+            parts += map(frame, on_events(events[k:k + _BATCH]))
         return b"".join(parts)
 
     def push_text(self, text: str, token_count: int = 0) -> list[dict[str, Any]]:
