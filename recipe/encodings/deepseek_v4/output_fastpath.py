@@ -21,9 +21,15 @@ switched off by clearing ``_fast_ok`` / ``_fast_texts`` / ``_fast_plain`` / ``_r
 * **bulk invokes** (:meth:`FastPaths._bulk_invokes`): a push whose text holds complete
   well-formed invokes (exact spelling, explicit closers, only ASCII whitespace between tags,
   values free of DSML openers/closers and EOS spellings) matches them with one regex run
-  (:func:`bulk_patterns`) and emits each call's start / arguments / end at once.
+  (:func:`bulk_patterns`) and emits each call's start / arguments / end at once;
+* **argument fragments** (:attr:`FastPaths.push_fragments`, for ``CompletionStream.push_sse``): the
+  one-token pushes whose only event is an arguments delta of the open call (a string value's
+  token, a token completing a parameter's opener or closer) return the delta's text and its
+  compact JSON instead of an event (from the plain entry, or memoised per text), for the API
+  encoder's ``fragment_sse`` to frame. A held tag's completion (:meth:`FastPaths._tag_token`) is
+  memoised per (held text, token text).
 
-``bench/bench_stream.py`` measures both against deepseek-recipe.
+``bench/bench_stream.py`` measures them against deepseek-recipe (the stream benches: the fragments).
 """
 
 from __future__ import annotations
