@@ -188,3 +188,30 @@ def test_shortcuts_give_the_general_events(text, declared, how, cuts):
     for c in chunks:
         assert fast.push(c) == general.push(c)
     assert fast.finish("length") == general.finish("length")
+
+
+def test_end_id_in_a_long_push():
+    """A push of many ids is cut at its first end id (found by id; the byte test only skips the scan
+    when no end id's bytes occur); the EOS spelling written with ordinary tokens is not an end id
+    (it ends the output by its text, the id count goes on to the end id), and an id outside the
+    vocabulary after the end id is never decoded (as before the byte test)."""
+    tok = load_tokenizer()
+    opts = ParsingOptions(parse_tool_calls=True, tool_names=TOOLS)
+    body = ids_of('Sure.<｜DSML｜tool_calls>\n<｜DSML｜invoke name="run">\n<｜DSML｜parameter name="a" string="true">x'
+                  '</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>')
+    eos = tok.special_id("<｜end▁of▁sentence｜>")
+    spelled = tok.encode_ordinary("<｜end▁of▁sentence｜>")  # the spelling as text tokens
+    assert eos not in spelled
+
+    def run(ids):
+        p = OutputParser(opts, tok, tool_call_id=1)
+        return p.push(ids) + p.finish("length")
+
+    whole = run(body + [eos] + body)
+    assert whole[-1].reason == "stop" and whole[-1].tool_calls == 1 and whole[-1].completion_tokens == len(body) + 1
+    assert whole == run(body + [eos])
+    cut = run([*ids_of("Hi "), *spelled, *ids_of(" there")] + [eos, 10**9])  # no KeyError: never decoded
+    assert cut[-1].reason == "stop" and cut[-1].completion_tokens == len(ids_of("Hi ")) + len(spelled) + len(ids_of(" there")) + 1
+    assert [e.text for e in cut[:-1]] == ["Hi "]  # (the spelling in text ends the output too, by its text)
+    with pytest.raises(KeyError):
+        run(body + [10**9])

@@ -190,6 +190,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         setup = parser_setup(tokenizer, eos_token_ids, options.parse_tool_calls, bool(options.parse_tool_calls and self._declared))
         self._texts = setup.texts
         self._eos = setup.eos
+        self._eos_bytes = setup.eos_bytes
         self._eos_set = setup.eos_set
         self._eos_text = setup.eos_text
         self._roles = setup.roles
@@ -335,17 +336,29 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
                 self._feed(text)
         else:
             cut = n
+            raw = None
             if self._eos_set:
-                for e in self._eos:
+                eb = self._eos_bytes
+                if eb is not None:
+                    # an end id's bytes absent from the decoded push: no end id in it (no id scan)
                     try:
-                        k = token_ids.index(e, 0, cut)
-                    except ValueError:
-                        continue
-                    cut = k
+                        raw = self._decode_bytes(token_ids if type(token_ids) is list else list(token_ids))
+                    except Exception:  # noqa: BLE001 - a bad id: the scan and decode below say so as before
+                        raw = None
+                if raw is None or any(b in raw for b in eb):  # type: ignore[union-attr]
+                    for e in self._eos:
+                        try:
+                            k = token_ids.index(e, 0, cut)
+                        except ValueError:
+                            continue
+                        cut = k
+                    if cut < n:
+                        raw = None
             ids = token_ids[:cut] if cut < n else token_ids
             self._completion += cut + (cut < n)
             if ids:
-                raw = self._decode_bytes(ids if type(ids) is list else list(ids))
+                if raw is None:
+                    raw = self._decode_bytes(ids if type(ids) is list else list(ids))
                 dec = self._dec
                 text = None
                 if not dec.buffer:  # whole characters so far: a strict decode is the same text

@@ -43,7 +43,8 @@ class ParserSetup:
     reasoning, literal content, content, DSML tags and the hold; ``fast_ok``: every marker starts
     with ``<`` (the one-token shortcuts may run); ``texts``: the vocabulary's id -> text cache;
     ``plains``: its id -> plain-token cache (:func:`.output_fastpath.plain_cache`);
-    ``re_run`` / ``re_lex``: the bulk-invoke regexes (None when the shortcuts are off).
+    ``re_run`` / ``re_lex``: the bulk-invoke regexes (None when the shortcuts are off);
+    ``eos_bytes``: the end ids' token bytes (None when an end id has none in the vocabulary).
     """
 
     eos: tuple[int, ...]
@@ -61,6 +62,7 @@ class ParserSetup:
     plains: dict[int, Any]
     re_run: object
     re_lex: object
+    eos_bytes: tuple[bytes, ...] | None = None
 
 
 _SETUPS: dict[tuple[int, tuple[int, ...], bool, bool], tuple[object, ParserSetup]] = {}
@@ -90,11 +92,21 @@ def parser_setup(tokenizer: Tokenizer, eos_token_ids: Sequence[int], parse_tool_
         eos=eos, eos_set=frozenset(eos), eos_text=eos_text, roles=frozenset(roles), rec=rec,
         m_reason=MarkerMatcher([THINK_END, *eos_list, *roles]), m_lit=MarkerMatcher([THINK_END, *eos_list, *roles]),
         m_content=m_content, m_dsml=m_dsml, m_hold=MarkerMatcher([OPEN, CLOSE, *eos_list]), fast_ok=fast_ok,
-        texts=text_cache(tokenizer), plains=plain_cache(tokenizer), re_run=re_run, re_lex=re_lex)
+        texts=text_cache(tokenizer), plains=plain_cache(tokenizer), re_run=re_run, re_lex=re_lex,
+        eos_bytes=_token_bytes(tokenizer, eos))
     if len(_SETUPS) > 64:  # a process that builds many vocabularies: start over rather than grow
         _SETUPS.clear()
     _SETUPS[key] = (encoding, setup)
     return setup
+
+
+def _token_bytes(tokenizer: Tokenizer, ids: tuple[int, ...]) -> tuple[bytes, ...] | None:
+    """The bytes of each of ``ids`` (None when one is not in the vocabulary, or has no bytes)."""
+    try:
+        out = tuple(tokenizer.encoding.decode_single_token_bytes(i) for i in ids)
+    except Exception:  # noqa: BLE001 - any id the vocabulary cannot decode: no byte test
+        return None
+    return out if all(out) else None
 
 
 class LazyIds:
