@@ -519,6 +519,9 @@ class FastPaths:
         declared = self._declared
         strict = self._strict_req
         new_id = self._new_id
+        stream = getattr(new_id, "stream", None)
+        if stream is not None:  # (LazyIds: call its id stream directly)
+            new_id = stream()
         keys = KEY_JSON
         idx = self._ncalls
         parts: list[str] = []

@@ -125,3 +125,9 @@ class LazyIds:
         if ids is None:
             ids = self._ids = IdStream(random.Random(self._seed))
         return ids(index)
+
+    def stream(self) -> IdStream:
+        """The underlying id stream (created now if it was not): calling it is calling this."""
+        if self._ids is None:
+            self._ids = IdStream(random.Random(self._seed))
+        return self._ids
