@@ -310,8 +310,12 @@ def test_two_processes_building_at_once_agree(tmp_path):
     tok = tokmod._assemble(*rank_cache.parse(src.read_bytes(), "t"), "f", "t")
     want = hashlib.sha256(repr((sorted(tok.encoding._mergeable_ranks.items()), sorted(tok.special_tokens.items()))).encode()).hexdigest()
     assert {tuple(r) for r in runs} == {(hashlib.sha256(src.read_bytes()).hexdigest(), want)}
-    files = list((tmp_path / "cache").iterdir())
-    assert len(files) == 1
+    # one rank table and no temporary file left behind; a digest record of the source may exist too
+    # (written once the source is RACY_SECONDS old, which a loaded machine reaches mid-test)
+    names = sorted(f.name for f in (tmp_path / "cache").iterdir())
+    files = [tmp_path / "cache" / n for n in names if not n.startswith("source-")]
+    assert len(files) == 1 and not files[0].name.startswith(".")
+    assert len(names) - len(files) <= 1
     table = rank_cache.decode(files[0].read_bytes(), hashlib.sha256(src.read_bytes()).hexdigest())  # intact
     assert table.to_dict() == tok.encoding._mergeable_ranks
 
