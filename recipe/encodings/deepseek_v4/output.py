@@ -238,15 +238,6 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         self._init_calls()  # the call being built (output_block)
         self._notes: dict[str, None] = {}
         self._end: tuple[str, str | None] | None = None  # (reason, matched_stop) once ended
-        self._handlers = (
-            self._do_reasoning,
-            self._do_content,
-            self._do_block,
-            self._do_invoke,
-            self._do_value,
-            self._do_recover,
-            self._do_hold,
-        )
 
     # ------------------------------------------------------------------ public API
 
@@ -478,9 +469,9 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
     def _drive(self, s: str, base: int = 0) -> None:
         """Run the state handlers over ``s`` until it is consumed (or held, or the output ended)."""
         i: int | None = 0
-        handlers = self._handlers
+        handlers = _HANDLERS
         while i is not None and self._state != DONE and self._end is None:
-            i = handlers[self._state](s, i, base)
+            i = handlers[self._state](self, s, i, base)
             if i == SWITCH:
                 s, i, self._resume, self._resume_at = self._resume, self._resume_at, "", 0
 
@@ -756,3 +747,16 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             if held:
                 self._text_out(held)
 
+
+#: The state handlers by state number, as plain functions called with the parser: a tuple of bound
+#: methods on the instance made every parser a reference cycle (30 objects a request) that only the
+#: cyclic garbage collector could free.
+_HANDLERS = (
+    OutputParser._do_reasoning,
+    OutputParser._do_content,
+    OutputParser._do_block,
+    OutputParser._do_invoke,
+    OutputParser._do_value,
+    OutputParser._do_recover,
+    OutputParser._do_hold,
+)
