@@ -196,25 +196,6 @@ def encode_segments(
     cached = None if cache is None else cache.encode
     encode = tokenizer.encode_ordinary
     buf: list[str] = []
-    if not marks and not start:  # the whole prompt, no marks (a prompt without checkpoints): one plain pass
-        for seg in segments:
-            if type(seg) is Special:
-                if buf:
-                    text = buf[0] if len(buf) == 1 else "".join(buf)
-                    if text:
-                        ids += encode(text) if cached is None else cached(tokenizer, text)
-                    buf = []
-                special = specials.get(seg.text)
-                if special is None:
-                    raise MissingSpecialTokenError(seg.text)
-                ids.append(special)
-            else:
-                buf.append(seg.text)
-        if buf:
-            text = "".join(buf)
-            if text:
-                ids += encode(text) if cached is None else cached(tokenizer, text)
-        return ids, offsets
     mark_iter = iter(marks)
     mark = next(mark_iter, -1)
     for i in range(start, len(segments)):
