@@ -29,6 +29,7 @@ from recipe.api.chat_wire import (
     parse_chat_request,
 )
 from recipe.api.images import Piece, file_data_url, image_from_url, join_with_images
+from recipe.api.wire import check_u32
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
@@ -256,7 +257,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     max_tokens = None if req.max_tokens is None else common.check_max_tokens(
         req.max_tokens, thinking, options, clamp=False, field="max_tokens")
     if max_tokens is None and req.max_completion_tokens is not None and options.max_completion_tokens == "use":
-        max_tokens = common.check_max_tokens(_u32(req.max_completion_tokens, "max_completion_tokens"), thinking, options,
+        max_tokens = common.check_max_tokens(check_u32(req.max_completion_tokens, "max_completion_tokens"), thinking, options,
                                              clamp=False, field="max_completion_tokens")
     stop = () if req.stop is None else common.check_stop(
         [req.stop] if isinstance(req.stop, str) else list(req.stop), "stop", indexed=False)
@@ -277,17 +278,6 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         sampling=sampling,
         parallel_tool_calls=req.parallel_tool_calls is not False,
     )
-
-
-def _u32(value: Any, field: str) -> int:
-    """``value`` as ``max_tokens`` is typed (an integer in [0, 2**32)), else the parse-stage 400 on ``field``."""
-    if type(value) is not int:
-        raise RequestError(f"invalid request body: Input should be a valid integer (got {type(value).__name__})",
-                           param=field, stage="parse")
-    if not 0 <= value <= 2**32 - 1:
-        raise RequestError(f"invalid request body: Input should be {'greater than or equal to 0' if value < 0 else 'less than or equal to 4294967295'} (got int)",
-                           param=field, stage="parse")
-    return value
 
 
 def _dropped(m: Message) -> bool:

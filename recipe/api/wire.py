@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 from contextvars import ContextVar
 from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from recipe.errors import RequestError
 from recipe.jsonfmt import MAX_DEPTH, loads_request, nesting_message, surrogate_path, too_deep
 
-__all__ = ["WireModel", "U32", "U64", "parse_body", "field_path", "DEPTH_CHECKED"]
+__all__ = ["WireModel", "U32", "U64", "parse_body", "check_u32", "field_path", "DEPTH_CHECKED"]
 
 #: serde-style unsigned integers: no floats, no strings, no booleans.
 U32 = Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)]
@@ -106,6 +107,26 @@ def _check_dict_body(body: Any) -> None:
     if text is None and (path := surrogate_path(body)) is not None:
         raise RequestError(f"invalid request body: lone surrogate in a string at {path or 'the body'} "
                            "(not valid Unicode; UTF-8 cannot carry it)", param=path or None, stage="parse")
+
+
+@functools.cache
+def _u32_adapter() -> TypeAdapter[int]:
+    return TypeAdapter(U32)
+
+
+def check_u32(value: Any, field: str) -> int:
+    """``value`` validated as a :data:`U32` field is at parse time, for a field read only later
+    (e.g. Chat ``max_completion_tokens``, read only when an option says so).
+
+    Raises:
+        RequestError: stage ``parse``, the same ``invalid request body: …`` message a :data:`U32`
+            field of a wire model gives, ``param`` = ``field``.
+    """
+    try:
+        return _u32_adapter().validate_python(value)
+    except ValidationError as exc:
+        raise RequestError(f"invalid request body: {_describe(exc.errors(include_url=False)[0])}", param=field,
+                           stage="parse") from None
 
 
 def parse_body(model: type[WireModel], body: Any) -> Any:
