@@ -12,7 +12,7 @@ import operator
 import re
 import struct
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -487,7 +487,7 @@ def output_constraint(conv: Conversation) -> OutputConstraint | None:
     ``{"tools": [...], "format": {"kind", "schema"}}`` (compact JSON).
     """
     if conv.tools:
-        tools_json = _tools_json(conv.tools)
+        tools_json = _tools_json(tuple(conv.tools))
         if conv.tool_choice.mode == "required":
             kind = "tool_call_required_after_reasoning" if conv.thinking else "tool_call_required"
             return OutputConstraint(kind, tools_json)
@@ -500,25 +500,33 @@ def output_constraint(conv: Conversation) -> OutputConstraint | None:
     return _format_constraint(conv.response_format)
 
 
-#: ids of a tools tuple's definitions -> ``(those definitions, their constraint JSON)``: printed once
-#: per set of (immutable, memoised) tool definitions, so an agent loop re-sending its tools prints
-#: them once. Entries hold the definitions, so their ids are never reused while an entry lives.
-_TOOLS_JSON: dict[tuple[int, ...], tuple[tuple[ToolDefinition, ...], str]] = {}
+def _by_identity(fn: Callable[[tuple[Any, ...]], Any]) -> Callable[[tuple[Any, ...]], Any]:
+    """``fn(objs)`` memoised by the identity of the items of the tuple ``objs``: for immutable,
+    memoised objects (tool definitions, see :func:`build_tool`) an agent loop re-sends, so what is
+    derived from them is computed once. Entries hold the objects, so their ids are never reused
+    while an entry lives. Bounded: cleared when :data:`_TOOL_CACHE_SIZE` entries are held."""
+    memo: dict[tuple[int, ...], tuple[tuple[Any, ...], Any]] = {}
+
+    def call(objs: tuple[Any, ...]) -> Any:
+        key = tuple(map(id, objs))
+        hit = memo.get(key)
+        if hit is not None and all(map(operator.is_, hit[0], objs)):
+            return hit[1]
+        value = fn(objs)
+        if len(memo) >= _TOOL_CACHE_SIZE:
+            memo.clear()
+        memo[key] = (objs, value)
+        return value
+
+    return call
 
 
-def _tools_json(tools: Sequence[ToolDefinition]) -> str:
-    """``tools_constraint_json(tools)``, memoised by the definitions' identity."""
-    key = tuple(map(id, tools))
-    hit = _TOOLS_JSON.get(key)
-    if hit is not None and all(map(operator.is_, hit[0], tools)):
-        return hit[1]
+@_by_identity
+def _tools_json(tools: tuple[ToolDefinition, ...]) -> str:
+    """``tools_constraint_json(tools)``, printed once per set of tool definitions."""
     from recipe.schema.strict import tools_constraint_json
 
-    text = tools_constraint_json(tools)
-    if len(_TOOLS_JSON) >= _TOOL_CACHE_SIZE:
-        _TOOLS_JSON.clear()
-    _TOOLS_JSON[key] = (tuple(tools), text)
-    return text
+    return tools_constraint_json(tools)
 
 
 def _format_constraint(rf: ResponseFormat) -> OutputConstraint | None:
@@ -580,21 +588,12 @@ def _json_only(schema: Any) -> bool:
     return isinstance(t, list) and bool(t) and all(isinstance(x, str) and x != "string" for x in t)
 
 
-#: ``id(tool)`` -> ``(tool, its ToolArguments or None)``: read once per tool definition (they are
-#: immutable and memoised by :func:`build_tool`, so an agent loop's tools are read once). Entries
-#: hold the tool, so an id is never reused while its entry lives. Bounded: cleared when full.
-_TOOL_ARGUMENTS: dict[int, tuple[ToolDefinition, ToolArguments | None]] = {}
+#: :func:`tool_arguments` of one tool definition, read once per definition.
+_tool_arguments_of = _by_identity(lambda tools: tool_arguments(tools[0]))
 
 
 def _tool_arguments(tool: ToolDefinition) -> ToolArguments | None:
-    hit = _TOOL_ARGUMENTS.get(id(tool))
-    if hit is not None and hit[0] is tool:
-        return hit[1]
-    found = tool_arguments(tool)
-    if len(_TOOL_ARGUMENTS) >= _TOOL_CACHE_SIZE:
-        _TOOL_ARGUMENTS.clear()
-    _TOOL_ARGUMENTS[id(tool)] = (tool, found)
-    return found
+    return _tool_arguments_of((tool,))
 
 
 def tool_arguments(tool: ToolDefinition) -> ToolArguments | None:
