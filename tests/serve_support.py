@@ -25,6 +25,8 @@ from typing import Any
 import pytest
 import uvicorn
 
+from recipe.serve import uvicorn_config
+
 EOS = "<｜end▁of▁sentence｜>"
 MODEL = "deepseek-v4-pro"
 
@@ -60,13 +62,15 @@ class Running:
 
 
 @contextmanager
-def running(app: Any, graceful: float = 2.0) -> Iterator[Running]:
-    """Serve ``app`` with uvicorn on 127.0.0.1, port 0, in a thread, for the ``with`` block."""
+def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config) -> Iterator[Running]:
+    """Serve ``app`` with uvicorn on 127.0.0.1, port 0, in a thread, for the ``with`` block (with
+    ``recipe serve``'s own uvicorn settings, :func:`recipe.serve.uvicorn_config`, unless another
+    ``config_of``, e.g. ``uvicorn.Config``, is given)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="error", lifespan="on", timeout_graceful_shutdown=graceful)
+    config = config_of(app, log_level="error", lifespan="on", timeout_graceful_shutdown=graceful)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()

@@ -138,6 +138,8 @@ def build(ns: argparse.Namespace) -> Any:
 def _run(ns: argparse.Namespace) -> int:
     import uvicorn
 
+    from recipe.serve.transport import uvicorn_config
+
     try:
         application = build(ns)
     except _Bad as exc:
@@ -153,7 +155,7 @@ def _run(ns: argparse.Namespace) -> int:
         return 2
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    config = uvicorn.Config(application, log_level=ns.log_level, timeout_graceful_shutdown=max(ns.drain_seconds, 0.1),
+    config = uvicorn_config(application, log_level=ns.log_level, timeout_graceful_shutdown=max(ns.drain_seconds, 0.1),
                             lifespan="on")
     server = uvicorn.Server(config)
     engines = ", ".join(r.name for r in application.state.recipe.pool.replicas)

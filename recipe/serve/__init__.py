@@ -4,7 +4,9 @@
 :mod:`.server` (the app and its routes), :mod:`.generation` (one driver for the three APIs), :mod:`.guard`
 (disconnects and timeouts), :mod:`.errors` (each API's error shapes), :mod:`.pool` (replica routing
 by longest cached prefix), :mod:`.tenants` (API keys, cache salts), :mod:`.metrics` (Prometheus),
-:mod:`.config`, and :mod:`.engines` (the engine contract, vLLM, SGLang, replay, demo, callables).
+:mod:`.config`, :mod:`.transport` (uvicorn's HTTP protocol with a response's head and first bytes in
+one write: :func:`uvicorn_config`), and :mod:`.engines` (the engine contract, vLLM, SGLang, replay,
+demo, callables).
 docs/serving.md is the user's guide.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["app"]
+__all__ = ["app", "uvicorn_config"]
 
 
 def app(engine: Any = None, **kwargs: Any) -> Any:
@@ -20,3 +22,11 @@ def app(engine: Any = None, **kwargs: Any) -> Any:
     from recipe.serve.server import app as build
 
     return build(engine, **kwargs)
+
+
+def uvicorn_config(app: Any, **kwargs: Any) -> Any:
+    """A ``uvicorn.Config`` that runs ``app`` as ``recipe serve`` does; see
+    :func:`recipe.serve.transport.uvicorn_config`."""
+    from recipe.serve.transport import uvicorn_config as build
+
+    return build(app, **kwargs)

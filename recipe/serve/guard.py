@@ -3,7 +3,10 @@
 The request's task runs the whole generation; a :class:`Guard` cancels it when the client goes away
 (its own ``receive()`` watcher, independent of the ASGI server's spec version) or when a deadline
 passes (first token, idle gap between deltas, total), and records why in :attr:`Guard.reason`.
-One timer and one watcher task per request; a delta costs one clock read (:meth:`Guard.touch`).
+One timer and one watcher task per request; a delta costs one clock read (:meth:`Guard.touch`). The
+watcher task is started by the event loop's next round rather than in the constructor, so its cost is
+not on the way to the first token when the engine answers at once; a client that leaves before then is
+still seen (its ``http.disconnect`` waits for the watcher's ``receive()``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class Guard:
     """
 
     __slots__ = ("_task", "_loop", "_handle", "_watcher", "_first_end", "_total_end", "_idle", "last", "reason",
-                 "disconnected", "timeouts", "_armed")
+                 "disconnected", "timeouts", "_armed", "_receive")
 
     def __init__(self, timeouts: Timeouts, receive: Receive | None) -> None:
         task = asyncio.current_task()
@@ -48,7 +51,8 @@ class Guard:
         self._armed = True
         due = min(self._first_end, self._total_end)
         self._handle = loop.call_at(due, self._check) if due < math.inf else None
-        self._watcher = loop.create_task(self._watch(receive)) if receive is not None else None
+        self._receive = receive
+        self._watcher: asyncio.Task[None] | asyncio.Handle | None = loop.call_soon(self._start) if receive is not None else None
 
     def touch(self) -> None:
         """An engine delta arrived (resets the idle deadline)."""
@@ -59,6 +63,10 @@ class Guard:
                 self._handle.cancel()
             due = min(self.last + self._idle, self._total_end)
             self._handle = self._loop.call_at(due, self._check) if due < math.inf else None
+
+    def _start(self) -> None:
+        """Start the disconnect watcher (scheduled by the constructor)."""
+        self._watcher = self._loop.create_task(self._watch(self._receive))
 
     def _due(self) -> tuple[float, str]:
         if self.last is None:

@@ -1,0 +1,155 @@
+"""One system call for a response's head and its first body bytes (uvicorn's HTTP protocol, adapted).
+
+uvicorn writes an ASGI ``http.response.start`` to the socket at once, then each body message: a
+stream's head and first frame are two system calls, and on a client waiting for the first token
+two wake-ups. :class:`HeadHoldingTransport` wraps the connection's asyncio transport and holds a
+response head until the next write, which carries it (``head + body`` in one ``write``), or until
+the end of the current event-loop iteration (a head with no body yet goes out then on its own, as
+before). Nothing else is held, order is kept, and ``close`` / ``write_eof`` / ``writelines`` send a
+held head first. :func:`http_protocol` is uvicorn's HTTP protocol class with that transport;
+``recipe serve`` and :func:`uvicorn_config` use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+__all__ = ["HeadHoldingTransport", "http_protocol", "uvicorn_config"]
+
+#: A response head as uvicorn writes it (a status line); ``1xx`` heads (``100 Continue``) are not held.
+_HEAD = b"HTTP/1.1 "
+
+
+class HeadHoldingTransport:
+    """An asyncio transport that holds a response head until the next write or the end of the loop
+    iteration (module docstring); every other call goes to the wrapped transport.
+
+    Args:
+        transport: the connection's transport.
+        loop: the loop it runs on (the held head's flush is scheduled there).
+    """
+
+    __slots__ = ("_transport", "_loop", "_held")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data``, after a held head (one write for both); hold it if it is a head."""
+        held = self._held
+        if held is not None:
+            self._held = None
+            self._transport.write(held + bytes(data))
+        elif data[:9] == _HEAD and data[9:10] != b"1":
+            self._held = bytes(data)
+            self._loop.call_soon(self._flush)
+        else:
+            self._transport.write(data)
+
+    def _flush(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if not self._transport.is_closing():
+                self._transport.write(held)
+
+    def writelines(self, list_of_data: Any) -> None:
+        """Write each piece (a held head first)."""
+        self._flush()
+        self._transport.writelines(list_of_data)
+
+    def write_eof(self) -> None:
+        """Send a held head, then close the write side."""
+        self._flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        """Send a held head, then close (the transport sends what it buffered first)."""
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping a held head as the transport drops its buffer."""
+        self._held = None
+        self._transport.abort()
+
+    def is_closing(self) -> bool:
+        """Whether the wrapped transport is closing."""
+        return self._transport.is_closing()
+
+    def get_write_buffer_size(self) -> int:
+        """Bytes buffered by the wrapped transport, a held head included."""
+        return self._transport.get_write_buffer_size() + (len(self._held) if self._held is not None else 0)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The wrapped transport's ``get_extra_info``."""
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        """The wrapped transport's ``pause_reading``."""
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        """The wrapped transport's ``resume_reading``."""
+        self._transport.resume_reading()
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the transport interface, unchanged
+        return getattr(self._transport, name)
+
+
+def http_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol class (httptools, else h11: uvicorn's own ``auto`` choice) whose
+    connections write through a :class:`HeadHoldingTransport`. Pass it as ``uvicorn.Config(http=…)``.
+
+    Raises:
+        ImportError: uvicorn is not installed.
+    """
+    global _PROTOCOL
+    if _PROTOCOL is None:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+        class RecipeHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+            """uvicorn's HTTP protocol over a :class:`HeadHoldingTransport`."""
+
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+                super().connection_made(HeadHoldingTransport(transport, self.loop))  # type: ignore[arg-type]
+                if _EAGER:
+                    data = _read_now(transport)
+                    if data:
+                        self.data_received(data)  # type: ignore[attr-defined]
+
+        _PROTOCOL = RecipeHTTPProtocol
+    return _PROTOCOL
+
+
+_PROTOCOL: type[asyncio.Protocol] | None = None
+_EAGER = os.name == "posix" and not os.environ.get("RECIPE_NO_EAGER_READ")
+
+
+def _read_now(transport: asyncio.BaseTransport) -> bytes:
+    """What a new connection's client has sent already (one non-blocking ``read``), or b"" (none
+    yet, TLS, or no socket)."""
+    if transport.get_extra_info("sslcontext") is not None:
+        return b""
+    sock = transport.get_extra_info("socket")
+    try:
+        return os.read(sock.fileno(), 65536) if sock is not None else b""
+    except OSError:  # BlockingIOError (nothing yet), a reset: the transport's own read reports it
+        return b""
+
+
+def uvicorn_config(app: Any, **kwargs: Any) -> Any:
+    """``uvicorn.Config(app, http=http_protocol(), **kwargs)``: how ``recipe serve`` runs an app
+    (head and first frame in one write); any uvicorn option may be given.
+
+    Raises:
+        ImportError: uvicorn is not installed.
+    """
+    import uvicorn
+
+    kwargs.setdefault("http", http_protocol())
+    return uvicorn.Config(app, **kwargs)

@@ -1,0 +1,336 @@
+"""``recipe serve``'s HTTP protocol (recipe.serve.transport): a response's head and first body bytes in
+one write, a new connection's request read at once, and nothing lost or reordered on the way.
+
+The end-to-end tests run real uvicorn servers on 127.0.0.1 (port 0) with the protocol and talk raw
+HTTP/1.1 over sockets; the write-count tests wrap a real asyncio socket transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any
+
+import pytest
+from serve_support import MODEL, running
+
+import recipe.serve
+from recipe.serve.engines.base import EngineDelta
+from recipe.serve.transport import HeadHoldingTransport, _read_now, http_protocol, uvicorn_config
+
+
+async def _echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Echoes the request body's length and first bytes; ``/stream`` answers in three chunks, the
+    first in the same step as the head; ``/head-only`` sends a head, waits, then the body."""
+    if scope["type"] == "lifespan":
+        while True:
+            m = await receive()
+            if m["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif m["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            break
+    path = scope["path"]
+    if path == "/stream":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"one.", "more_body": True})
+        await asyncio.sleep(0.05)
+        await send({"type": "http.response.body", "body": b"two.", "more_body": True})
+        await send({"type": "http.response.body", "body": b"three."})
+        return
+    if path == "/head-only":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"4")]})
+        await asyncio.sleep(0.2)
+        await send({"type": "http.response.body", "body": b"done"})
+        return
+    if path == "/block":  # holds the event loop: connections made meanwhile are accepted with data waiting
+        time.sleep(0.3)
+    if path == "/no-content":
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    out = b"%d:%s" % (len(body), body[:16])
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", str(len(out)).encode())]})
+    await send({"type": "http.response.body", "body": out})
+
+
+def _read_response(s: socket.socket, buf: bytes = b"") -> tuple[bytes, bytes, bytes]:
+    """(head, body, what follows) of one response (Content-Length or chunked)."""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(65536)
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    low = head.lower()
+    if b"transfer-encoding: chunked" in low:
+        body = b""
+        while True:
+            while b"\r\n" not in rest:
+                rest += s.recv(65536)
+            size_line, rest = rest.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            while len(rest) < size + 2:
+                rest += s.recv(65536)
+            body, rest = body + rest[:size], rest[size + 2:]
+            if size == 0:
+                return head, body, rest
+    n = int(low.split(b"content-length: ")[1].split(b"\r\n")[0]) if b"content-length: " in low else 0
+    while len(rest) < n:
+        rest += s.recv(65536)
+    return head, rest[:n], rest[n:]
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.rsplit("/", 1)[1].split(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def CHAT_BODY(**extra: Any) -> bytes:
+    """A Chat request body for the demo engine."""
+    import json
+
+    return json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hello"}], **extra}).encode()
+
+
+def _post(path: str, body: bytes) -> bytes:
+    return b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % (path.encode(), len(body)) + body
+
+
+# ----------------------------------------------------------------------------- over real sockets
+
+
+def test_the_server_writes_through_the_head_holding_transport_and_answers_intact():
+    with running(_echo_app) as s:
+        with _connect(s.url) as c:
+            c.sendall(_post("/stream", b"x"))
+            head, body, _ = _read_response(c)
+            assert head.startswith(b"HTTP/1.1 200 OK") and body == b"one.two.three."
+            protocols = list(s.server.server_state.connections)
+            assert protocols and all(isinstance(p.transport, HeadHoldingTransport) for p in protocols)
+            assert type(protocols[0]) is http_protocol()
+
+
+def test_a_request_sent_with_the_connection_is_read_whole_past_the_first_read():
+    # 200 kB: the connection's first read takes 64 kB at most; the rest comes through the transport
+    body = bytes(range(256)) * 800
+    with running(_echo_app) as s:
+        with _connect(s.url) as c:
+            c.sendall(_post("/echo", body))
+            _, got, _ = _read_response(c)
+        assert got == b"204800:" + body[:16]
+
+
+def test_a_connection_accepted_with_its_request_waiting_is_answered():
+    # the loop is held while a second client connects and sends: when the server accepts it, the
+    # request is already there and is read in the same step (recipe.serve.transport._read_now)
+    with running(_echo_app) as s:
+        with _connect(s.url) as blocker:
+            blocker.sendall(_post("/block", b""))
+            time.sleep(0.1)
+            with _connect(s.url) as c:
+                c.sendall(_post("/echo", b"waiting"))
+                _, got, _ = _read_response(c)
+            _read_response(blocker)
+    assert got == b"7:waiting"
+
+
+def test_pipelined_requests_in_the_first_read_are_answered_in_order():
+    with running(_echo_app) as s:
+        with _connect(s.url) as c:
+            c.sendall(_post("/echo", b"first") + _post("/echo", b"second!") + _post("/no-content", b""))
+            h1, b1, rest = _read_response(c)
+            h2, b2, rest = _read_response(c, rest)
+            h3, b3, _ = _read_response(c, rest)
+        assert (b1, b2) == (b"5:first", b"7:second!")
+        assert h3.startswith(b"HTTP/1.1 204") and b3 == b""
+
+
+def test_a_head_with_no_body_yet_goes_out_on_its_own():
+    # the head is held only until the end of the loop's round: a client sees it before the body
+    with running(_echo_app) as s:
+        with _connect(s.url) as c:
+            c.sendall(_post("/head-only", b""))
+            t0 = time.monotonic()
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += c.recv(65536)
+            assert time.monotonic() - t0 < 0.15 and buf.endswith(b"\r\n\r\n"), buf
+            _, body, _ = _read_response(c, buf)
+        assert body == b"done"
+
+
+def test_a_recipe_stream_and_a_whole_response_are_byte_equal_through_the_protocol_and_without():
+    # the same app under uvicorn's own protocol and under recipe's: the same bytes after the head
+    import uvicorn
+
+    def run(config_of: Any) -> list[bytes]:
+        app = recipe.serve.app("demo")
+        out = []
+        with running(app, config_of=config_of) as s:
+            for stream in (True, False):
+                with _connect(s.url) as c:
+                    c.sendall(_post("/v1/chat/completions", CHAT_BODY(stream=stream, seed=7)))
+                    _, body, _ = _read_response(c)
+                    out.append(body)
+        return out
+
+    ours = run(uvicorn_config)
+    theirs = run(uvicorn.Config)
+    assert [_masked(b) for b in ours] == [_masked(b) for b in theirs]
+    assert ours[0].startswith(b"data: {") and ours[0].endswith(b"data: [DONE]\n\n")
+
+
+def _masked(body: bytes) -> bytes:
+    import re
+
+    return re.sub(rb'"(id|created)":\s*("[^"]*"|\d+)', b'"\\1":0', body)
+
+
+def test_a_client_leaving_before_the_first_token_closes_the_engine_promptly():
+    # the disconnect watcher starts in the loop's next round, not before the engine is asked
+    state: dict[str, float] = {}
+
+    async def engine(req: Any) -> Any:
+        try:
+            await asyncio.sleep(10)  # a long prefill
+            yield EngineDelta((1,))
+        finally:
+            state["closed"] = time.perf_counter()
+
+    with running(recipe.serve.app(engine)) as s:
+        with _connect(s.url) as c:
+            c.sendall(_post("/v1/chat/completions", CHAT_BODY(stream=True)))
+            time.sleep(0.3)
+        left = time.perf_counter()
+        deadline = time.monotonic() + 3
+        while "closed" not in state and time.monotonic() < deadline:
+            time.sleep(0.005)
+    assert state["closed"] - left < 0.5
+
+
+# ----------------------------------------------------------------------------- the transport itself
+
+
+class _Counting(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+
+
+async def _pair() -> tuple[Any, socket.socket, list[bytes]]:
+    """A real loop transport over one end of a socket pair, its writes counted."""
+    loop = asyncio.get_running_loop()
+    a, b = socket.socketpair()
+    b.setblocking(False)
+    transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, a)
+    writes: list[bytes] = []
+    real = transport.write
+
+    def counted(data: Any) -> None:
+        writes.append(bytes(data))
+        real(data)
+
+    transport.write = counted  # the real transport still writes; only the calls are recorded
+    return transport, b, writes
+
+
+def test_a_head_and_the_next_write_are_one_write():
+    async def go() -> tuple[list[bytes], bytes]:
+        transport, peer, writes = await _pair()
+        t = HeadHoldingTransport(transport, asyncio.get_running_loop())
+        t.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        assert writes == [] and t.get_write_buffer_size() > 0
+        t.write(b"5\r\nhello\r\n")
+        t.write(b"0\r\n\r\n")
+        await asyncio.sleep(0.05)
+        got = peer.recv(65536)
+        t.close()
+        peer.close()
+        return writes, got
+
+    writes, got = asyncio.run(go())
+    assert writes == [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n5\r\nhello\r\n", b"0\r\n\r\n"]
+    assert got == b"".join(writes)
+
+
+def test_a_held_head_goes_out_at_the_end_of_the_round_or_before_a_close():
+    async def go() -> tuple[list[bytes], list[bytes]]:
+        transport, peer, writes = await _pair()
+        t = HeadHoldingTransport(transport, asyncio.get_running_loop())
+        t.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        first = list(writes)
+        t.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        t.close()  # the head goes out before the close
+        await asyncio.sleep(0.05)
+        peer.close()
+        return first, writes
+
+    first, writes = asyncio.run(go())
+    assert first == [b"HTTP/1.1 204 No Content\r\n\r\n"]
+    assert writes == [b"HTTP/1.1 204 No Content\r\n\r\n", b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"]
+
+
+def test_continue_and_bodies_are_not_held():
+    async def go() -> list[bytes]:
+        transport, peer, writes = await _pair()
+        t = HeadHoldingTransport(transport, asyncio.get_running_loop())
+        t.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        t.write(b"HTTP/1.0-like text in a body")
+        t.write(memoryview(b"abc"))
+        out = list(writes)
+        t.abort()
+        peer.close()
+        return out
+
+    assert asyncio.run(go()) == [b"HTTP/1.1 100 Continue\r\n\r\n", b"HTTP/1.0-like text in a body", b"abc"]
+
+
+def test_read_now_takes_what_the_client_sent_and_nothing_else():
+    async def go() -> tuple[bytes, bytes]:
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, a)
+        transport.pause_reading()  # the transport's own reads wait: this test reads first
+        empty = _read_now(transport)
+        b.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        await asyncio.sleep(0.02)
+        got = _read_now(transport)
+        transport.close()
+        b.close()
+        return empty, got
+
+    empty, got = asyncio.run(go())
+    assert (empty, got) == (b"", b"GET / HTTP/1.1\r\n\r\n")
+
+
+def test_uvicorn_config_keeps_a_given_protocol():
+    class Mine(asyncio.Protocol):
+        pass
+
+    assert uvicorn_config(_echo_app).http is http_protocol()
+    assert uvicorn_config(_echo_app, http=Mine).http is Mine
+
+
+@pytest.mark.parametrize("n", [1, 8])
+def test_concurrent_new_connections_each_get_their_own_answer(n):
+    with running(_echo_app) as s:
+        conns = [_connect(s.url) for _ in range(n)]
+        try:
+            for i, c in enumerate(conns):
+                c.sendall(_post("/echo", b"request-%d" % i))
+            got = [_read_response(c)[1] for c in conns]
+        finally:
+            for c in conns:
+                c.close()
+    assert got == [b"%d:request-%d" % (9, i) for i in range(n)]
