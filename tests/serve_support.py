@@ -62,17 +62,26 @@ class Running:
 
 
 @contextmanager
-def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config) -> Iterator[Running]:
+def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config, loop: str | None = None,
+            **options: Any) -> Iterator[Running]:
     """Serve ``app`` with uvicorn on 127.0.0.1, port 0, in a thread, for the ``with`` block (with
     ``recipe serve``'s own uvicorn settings, :func:`recipe.serve.uvicorn_config`, unless another
-    ``config_of``, e.g. ``uvicorn.Config``, is given)."""
+    ``config_of``, e.g. ``uvicorn.Config``, is given). The loop is asyncio's own unless ``loop`` names
+    uvicorn's (``"uvloop"``, ``"asyncio"``, ``"auto"``); ``options`` go to ``config_of`` (uvicorn options)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = config_of(app, log_level="error", lifespan="on", timeout_graceful_shutdown=graceful)
+    options = {"log_level": "error", "lifespan": "on", "timeout_graceful_shutdown": graceful, **options}
+    config = config_of(app, **options, **({"loop": loop} if loop else {}))
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    factory = config.get_loop_factory() if loop else None
+
+    def serve() -> None:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(server.serve(sockets=[sock]))
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
     while not server.started:
@@ -80,7 +89,8 @@ def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config) ->
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
     try:
-        yield Running(f"http://127.0.0.1:{port}", app, server)
+        scheme = "https" if options.get("ssl_certfile") else "http"
+        yield Running(f"{scheme}://127.0.0.1:{port}", app, server)
     finally:
         server.should_exit = True
         thread.join(15)

@@ -31,13 +31,13 @@ async def _echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             elif m["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+    path = scope["path"]
     body = b""
     while True:
         m = await receive()
         body += m.get("body", b"")
         if not m.get("more_body"):
             break
-    path = scope["path"]
     if path == "/stream":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"one.", "more_body": True})
@@ -103,37 +103,60 @@ def _post(path: str, body: bytes) -> bytes:
     return b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % (path.encode(), len(body)) + body
 
 
+#: uvicorn's two HTTP parsers under its two loops: ``recipe serve`` runs httptools on uvloop, and
+#: falls back to h11 (no httptools) or asyncio's loop (no uvloop) as uvicorn does.
+STACKS = [("httptools", "uvloop"), ("httptools", "asyncio"), ("h11", "uvloop"), ("h11", "asyncio")]
+
+
+def _serving(app: Any, stack: tuple[str, str], **options: Any) -> Any:
+    """``running(app)`` with recipe's protocol over ``stack``'s parser, on its loop."""
+    impl, loop = stack
+    return running(app, config_of=lambda a, **kw: uvicorn_config(a, http=impl, **kw), loop=loop, **options)
+
+
+def _while_the_loop_is_held(url: str) -> socket.socket:
+    """A connection whose request holds the server's loop for 0.3 s (``/block``): a connection made
+    and written to in the next 0.2 s is accepted with its bytes already there (the eager read's case)."""
+    blocker = _connect(url)
+    blocker.sendall(_post("/block", b""))
+    time.sleep(0.1)
+    return blocker
+
+
 # ----------------------------------------------------------------------------- over real sockets
 
 
-def test_the_server_writes_through_the_head_holding_transport_and_answers_intact():
-    with running(_echo_app) as s:
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_server_writes_through_the_head_holding_transport_and_answers_intact(stack):
+    with _serving(_echo_app, stack) as s:
         with _connect(s.url) as c:
             c.sendall(_post("/stream", b"x"))
             head, body, _ = _read_response(c)
             assert head.startswith(b"HTTP/1.1 200 OK") and body == b"one.two.three."
             protocols = list(s.server.server_state.connections)
             assert protocols and all(isinstance(p.transport, HeadHoldingTransport) for p in protocols)
-            assert type(protocols[0]) is http_protocol()
+            assert type(protocols[0]) is http_protocol(stack[0])
 
 
-def test_a_request_sent_with_the_connection_is_read_whole_past_the_first_read():
-    # 200 kB: the connection's first read takes 64 kB at most; the rest comes through the transport
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_request_sent_with_the_connection_is_read_whole_past_the_first_read(stack):
+    # 200 kB, there when the server accepts: the connection's first read takes 64 kB at most; the
+    # rest comes through the transport
     body = bytes(range(256)) * 800
-    with running(_echo_app) as s:
-        with _connect(s.url) as c:
+    with _serving(_echo_app, stack) as s:
+        with _while_the_loop_is_held(s.url) as blocker, _connect(s.url) as c:
             c.sendall(_post("/echo", body))
             _, got, _ = _read_response(c)
+            _read_response(blocker)
         assert got == b"204800:" + body[:16]
 
 
-def test_a_connection_accepted_with_its_request_waiting_is_answered():
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_connection_accepted_with_its_request_waiting_is_answered(stack):
     # the loop is held while a second client connects and sends: when the server accepts it, the
     # request is already there and is read in the same step (recipe.serve.transport._read_now)
-    with running(_echo_app) as s:
-        with _connect(s.url) as blocker:
-            blocker.sendall(_post("/block", b""))
-            time.sleep(0.1)
+    with _serving(_echo_app, stack) as s:
+        with _while_the_loop_is_held(s.url) as blocker:
             with _connect(s.url) as c:
                 c.sendall(_post("/echo", b"waiting"))
                 _, got, _ = _read_response(c)
@@ -141,20 +164,23 @@ def test_a_connection_accepted_with_its_request_waiting_is_answered():
     assert got == b"7:waiting"
 
 
-def test_pipelined_requests_in_the_first_read_are_answered_in_order():
-    with running(_echo_app) as s:
-        with _connect(s.url) as c:
+@pytest.mark.parametrize("stack", STACKS)
+def test_pipelined_requests_in_the_first_read_are_answered_in_order(stack):
+    with _serving(_echo_app, stack) as s:
+        with _while_the_loop_is_held(s.url) as blocker, _connect(s.url) as c:
             c.sendall(_post("/echo", b"first") + _post("/echo", b"second!") + _post("/no-content", b""))
             h1, b1, rest = _read_response(c)
             h2, b2, rest = _read_response(c, rest)
             h3, b3, _ = _read_response(c, rest)
+            _read_response(blocker)
         assert (b1, b2) == (b"5:first", b"7:second!")
         assert h3.startswith(b"HTTP/1.1 204") and b3 == b""
 
 
-def test_a_head_with_no_body_yet_goes_out_on_its_own():
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_head_with_no_body_yet_goes_out_on_its_own(stack):
     # the head is held only until the end of the loop's round: a client sees it before the body
-    with running(_echo_app) as s:
+    with _serving(_echo_app, stack) as s:
         with _connect(s.url) as c:
             c.sendall(_post("/head-only", b""))
             t0 = time.monotonic()
@@ -193,7 +219,9 @@ def _masked(body: bytes) -> bytes:
     return re.sub(rb'"(id|created)":\s*("[^"]*"|\d+)', b'"\\1":0', body)
 
 
-def test_a_client_leaving_before_the_first_token_closes_the_engine_promptly():
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_client_leaving_before_the_first_token_closes_the_engine_promptly(stack, stream):
     # the disconnect watcher starts in the loop's next round, not before the engine is asked
     state: dict[str, float] = {}
 
@@ -204,9 +232,9 @@ def test_a_client_leaving_before_the_first_token_closes_the_engine_promptly():
         finally:
             state["closed"] = time.perf_counter()
 
-    with running(recipe.serve.app(engine)) as s:
+    with _serving(recipe.serve.app(engine), stack) as s:
         with _connect(s.url) as c:
-            c.sendall(_post("/v1/chat/completions", CHAT_BODY(stream=True)))
+            c.sendall(_post("/v1/chat/completions", CHAT_BODY(stream=stream)))
             time.sleep(0.3)
         left = time.perf_counter()
         deadline = time.monotonic() + 3
@@ -322,9 +350,22 @@ def test_uvicorn_config_keeps_a_given_protocol():
     assert uvicorn_config(_echo_app, http=Mine).http is Mine
 
 
-@pytest.mark.parametrize("n", [1, 8])
-def test_concurrent_new_connections_each_get_their_own_answer(n):
-    with running(_echo_app) as s:
+def test_a_parser_named_as_uvicorn_names_it_gets_recipes_protocol_over_it():
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    assert issubclass(http_protocol("h11"), H11Protocol) and issubclass(http_protocol("httptools"), HttpToolsProtocol)
+    assert http_protocol("h11") is http_protocol("h11") is not http_protocol("httptools")
+    assert uvicorn_config(_echo_app, http="h11").http is http_protocol("h11")
+    assert uvicorn_config(_echo_app, http="auto").http is http_protocol()
+    with pytest.raises(ValueError, match="unknown HTTP implementation 'h2'"):
+        uvicorn_config(_echo_app, http="h2")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("n", [1, 64])
+def test_concurrent_new_connections_each_get_their_own_answer(n, stack):
+    with _serving(_echo_app, stack) as s:
         conns = [_connect(s.url) for _ in range(n)]
         try:
             for i, c in enumerate(conns):
@@ -333,4 +374,4 @@ def test_concurrent_new_connections_each_get_their_own_answer(n):
         finally:
             for c in conns:
                 c.close()
-    assert got == [b"%d:request-%d" % (9, i) for i in range(n)]
+    assert got == [b"%d:request-%d" % (len(b"request-%d" % i), i) for i in range(n)]

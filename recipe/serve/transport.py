@@ -101,32 +101,45 @@ class HeadHoldingTransport:
         return getattr(self._transport, name)
 
 
-def http_protocol() -> type[asyncio.Protocol]:
-    """uvicorn's HTTP/1.1 protocol class (httptools, else h11: uvicorn's own ``auto`` choice) whose
-    connections write through a :class:`HeadHoldingTransport`. Pass it as ``uvicorn.Config(http=…)``.
+def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol class whose connections write through a :class:`HeadHoldingTransport`
+    (and read a new connection's request at once). Pass it as ``uvicorn.Config(http=…)``.
+
+    Args:
+        impl: uvicorn's parser, as its ``http`` option names it: ``"auto"`` (httptools, else h11:
+            uvicorn's own choice), ``"httptools"`` or ``"h11"``.
 
     Raises:
-        ImportError: uvicorn is not installed.
+        ImportError: uvicorn (or the parser asked for) is not installed.
+        ValueError: ``impl`` is none of those three.
     """
-    global _PROTOCOL
-    if _PROTOCOL is None:
-        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+    cls = _PROTOCOLS.get(impl)
+    if cls is not None:
+        return cls
+    if impl == "auto":
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol as base
+    elif impl == "httptools":
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    elif impl == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+    else:
+        raise ValueError(f"unknown HTTP implementation {impl!r}: expected 'auto', 'httptools' or 'h11'")
 
-        class RecipeHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
-            """uvicorn's HTTP protocol over a :class:`HeadHoldingTransport`."""
+    class RecipeHTTPProtocol(base):  # type: ignore[misc, valid-type]
+        """uvicorn's HTTP protocol over a :class:`HeadHoldingTransport`."""
 
-            def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
-                super().connection_made(HeadHoldingTransport(transport, self.loop))  # type: ignore[arg-type]
-                if _EAGER:
-                    data = _read_now(transport)
-                    if data:
-                        self.data_received(data)  # type: ignore[attr-defined]
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+            super().connection_made(HeadHoldingTransport(transport, self.loop))  # type: ignore[arg-type]
+            if _EAGER:
+                data = _read_now(transport)
+                if data:
+                    self.data_received(data)  # type: ignore[attr-defined]
 
-        _PROTOCOL = RecipeHTTPProtocol
-    return _PROTOCOL
+    _PROTOCOLS[impl] = RecipeHTTPProtocol
+    return RecipeHTTPProtocol
 
 
-_PROTOCOL: type[asyncio.Protocol] | None = None
+_PROTOCOLS: dict[str, type[asyncio.Protocol]] = {}
 _EAGER = os.name == "posix" and not os.environ.get("RECIPE_NO_EAGER_READ")
 
 
@@ -144,12 +157,16 @@ def _read_now(transport: asyncio.BaseTransport) -> bytes:
 
 def uvicorn_config(app: Any, **kwargs: Any) -> Any:
     """``uvicorn.Config(app, http=http_protocol(), **kwargs)``: how ``recipe serve`` runs an app
-    (head and first frame in one write); any uvicorn option may be given.
+    (head and first frame in one write); any uvicorn option may be given. ``http`` as uvicorn names a
+    parser (``"auto"``, ``"httptools"``, ``"h11"``) gets this module's protocol over that parser; a
+    protocol class is used as given.
 
     Raises:
-        ImportError: uvicorn is not installed.
+        ImportError: uvicorn (or the parser asked for) is not installed.
+        ValueError: ``http`` is a string naming no parser.
     """
     import uvicorn
 
-    kwargs.setdefault("http", http_protocol())
+    http = kwargs.get("http", "auto")
+    kwargs["http"] = http_protocol(http) if isinstance(http, str) else http
     return uvicorn.Config(app, **kwargs)
