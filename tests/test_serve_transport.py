@@ -33,7 +33,7 @@ async def _echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 return
     path = scope["path"]
     body = b""
-    while True:
+    while path != "/slow-unread":
         m = await receive()
         body += m.get("body", b"")
         if not m.get("more_body"):
@@ -52,6 +52,11 @@ async def _echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     if path == "/block":  # holds the event loop: connections made meanwhile are accepted with data waiting
         time.sleep(0.3)
+    if path == "/slow-unread":  # answers after 2 s without reading its body
+        await asyncio.sleep(2)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+        return
     if path == "/no-content":
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
@@ -375,3 +380,27 @@ def test_concurrent_new_connections_each_get_their_own_answer(n, stack):
             for c in conns:
                 c.close()
     assert got == [b"%d:request-%d" % (len(b"request-%d" % i), i) for i in range(n)]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_pipelined_request_read_at_accept_keeps_its_body_waiting_in_the_socket(stack):
+    # uvicorn pauses reading while a pipelined request waits for the one before it; a pause asked
+    # for during the accept-time read must hold once the loop starts reading the connection (uvloop
+    # starts it after connection_made whatever was asked): the next request's body stays in the
+    # socket, not in the server's memory
+    with _serving(_echo_app, stack) as s:
+        with _while_the_loop_is_held(s.url) as blocker, _connect(s.url) as c:
+            c.sendall(_post("/slow-unread", b"") + b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 33554432\r\n\r\n")
+            _read_response(blocker)  # the loop ran on: the pipelined request was read at accept
+            c.settimeout(0.5)
+            sent, chunk = 0, b"x" * 65536
+            try:
+                while sent < 32 << 20:
+                    sent += c.send(chunk)
+            except socket.timeout:  # the server stopped reading: the socket buffers are full
+                pass
+            (protocol,) = [p for p in s.server.server_state.connections if p.cycle is not None
+                           and p.cycle.scope["path"] != "/block"]
+            assert protocol.flow.read_paused
+            buffered = len(protocol.cycle.body) + len(getattr(getattr(protocol, "conn", None), "trailing_data", (b"",))[0])
+            assert sent < 32 << 20 and buffered < 1 << 20, (sent, buffered)

@@ -134,6 +134,8 @@ def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
                 data = _read_now(transport)
                 if data:
                     self.data_received(data)  # type: ignore[attr-defined]
+                    if self.flow.read_paused:  # a pipelined request waits: see _pause_again
+                        self.loop.call_soon(_pause_again, self)
 
     _PROTOCOLS[impl] = RecipeHTTPProtocol
     return RecipeHTTPProtocol
@@ -141,6 +143,22 @@ def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
 
 _PROTOCOLS: dict[str, type[asyncio.Protocol]] = {}
 _EAGER = os.name == "posix" and not os.environ.get("RECIPE_NO_EAGER_READ")
+
+
+def _pause_again(protocol: Any) -> None:
+    """Pause reading again if uvicorn still wants it paused (its flow control's ``read_paused``).
+
+    A pause asked for during ``connection_made`` (the accept-time read fed a pipelined request) does
+    not hold: uvloop starts reading once ``connection_made`` returns whatever was asked (so does
+    asyncio's loop in older Pythons, 3.11.2 for one), and uvicorn does not ask twice, so the next
+    request's body would be read into memory without bound while the first one runs. Run in the
+    loop's next round, after reading started; resume-then-pause sets the transport's own flag right
+    on either loop.
+    """
+    transport = protocol.transport
+    if protocol.flow.read_paused and not transport.is_closing():
+        transport.resume_reading()
+        transport.pause_reading()
 
 
 def _read_now(transport: asyncio.BaseTransport) -> bytes:
