@@ -75,13 +75,10 @@ def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config, lo
     options = {"log_level": "error", "lifespan": "on", "timeout_graceful_shutdown": graceful, **options}
     config = config_of(app, **options, **({"loop": loop} if loop else {}))
     server = uvicorn.Server(config)
-    factory = config.get_loop_factory() if loop else None
-
-    def serve() -> None:
-        with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(server.serve(sockets=[sock]))
-
-    thread = threading.Thread(target=serve, daemon=True)
+    if loop:  # uvicorn's own runner, on the loop the config names (as ``recipe serve`` runs)
+        thread = threading.Thread(target=lambda: server.run(sockets=[sock]), daemon=True)
+    else:
+        thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
     while not server.started:

@@ -145,6 +145,7 @@ def test_the_server_writes_through_the_head_holding_transport_and_answers_intact
             protocols = list(s.server.server_state.connections)
             assert protocols and all(isinstance(p.transport, HeadHoldingTransport) for p in protocols)
             assert type(protocols[0]) is http_protocol(stack[0])
+            assert type(protocols[0].loop).__module__.split(".")[0] == stack[1]  # the loop the stack names
 
 
 @pytest.mark.parametrize("stack", STACKS)
