@@ -6,8 +6,9 @@ two wake-ups. :class:`HeadHoldingTransport` wraps the connection's asyncio trans
 response head until the next write, which carries it (``head + body`` in one ``write``), or until
 the end of the current event-loop iteration (a head with no body yet goes out then on its own, as
 before). Nothing else is held, order is kept, and ``close`` / ``write_eof`` / ``writelines`` send a
-held head first. :func:`http_protocol` is uvicorn's HTTP protocol class with that transport;
-``recipe serve`` and :func:`uvicorn_config` use it.
+held head first. :func:`http_protocol` is uvicorn's HTTP protocol class with that transport,
+which also reads a new connection's request when it is accepted (one non-blocking ``read``, not
+over TLS) and keeps uvicorn's flow control for it; ``recipe serve`` and :func:`uvicorn_config` use it.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def _read_now(transport: asyncio.BaseTransport) -> bytes:
     sock = transport.get_extra_info("socket")
     try:
         return os.read(sock.fileno(), 65536) if sock is not None else b""
-    except OSError:  # BlockingIOError (nothing yet), a reset: the transport's own read reports it
+    except OSError:  # BlockingIOError (nothing yet), or a reset: the transport's own read then sees the end
         return b""
 
 
