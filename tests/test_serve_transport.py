@@ -360,6 +360,13 @@ def test_uvicorn_config_keeps_a_given_protocol():
     assert uvicorn_config(_echo_app, http=Mine).http is Mine
 
 
+def test_the_access_log_is_on_only_where_its_lines_are_printed():
+    on = {lv: uvicorn_config(_echo_app, log_level=lv).access_log for lv in ("debug", "info", "warning", "error", 20, 30)}
+    assert on == {"debug": True, "info": True, "warning": False, "error": False, 20: True, 30: False}
+    assert uvicorn_config(_echo_app).access_log is True  # uvicorn's own default level prints them
+    assert uvicorn_config(_echo_app, log_level="warning", access_log=True).access_log is True
+
+
 def test_a_parser_named_as_uvicorn_names_it_gets_recipes_protocol_over_it():
     from uvicorn.protocols.http.h11_impl import H11Protocol
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol

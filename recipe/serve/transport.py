@@ -14,6 +14,7 @@ over TLS) and keeps uvicorn's flow control for it; ``recipe serve`` and :func:`u
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any
 
@@ -176,7 +177,9 @@ def _read_now(transport: asyncio.BaseTransport) -> bytes:
 
 def uvicorn_config(app: Any, **kwargs: Any) -> Any:
     """``uvicorn.Config(app, http=http_protocol(), **kwargs)``: how ``recipe serve`` runs an app
-    (head and first frame in one write); any uvicorn option may be given. ``http`` as uvicorn names a
+    (head and first frame in one write); any uvicorn option may be given. Unless ``access_log`` is
+    given, it is on only when ``log_level`` is unset, ``info`` or more verbose (the lines would be
+    dropped otherwise, after uvicorn formatted their arguments). ``http`` as uvicorn names a
     parser (``"auto"``, ``"httptools"``, ``"h11"``) gets this module's protocol over that parser; a
     protocol class is used as given.
 
@@ -188,4 +191,9 @@ def uvicorn_config(app: Any, **kwargs: Any) -> Any:
 
     http = kwargs.get("http", "auto")
     kwargs["http"] = http_protocol(http) if isinstance(http, str) else http
+    if "access_log" not in kwargs:  # uvicorn formats each request's access-log line's arguments even
+        # when its logger drops them (any level above info): no access log then
+        level = kwargs.get("log_level")
+        level = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+        kwargs["access_log"] = level is None or (isinstance(level, int) and level <= logging.INFO)
     return uvicorn.Config(app, **kwargs)

@@ -124,23 +124,22 @@ class FrameWriter:
     async def write(self, data: bytes) -> None:
         """Queue ``data`` and send it now when the last write is ``window`` old."""
         if self.hold(data):
-            await self._flush()
+            await self.flush()
 
-    async def flush(self) -> None:
-        """Send what is held now."""
-        if not self._busy:
-            await self._flush()
 
     def _on_timer(self) -> None:
         self._timer = None
         if not self._buf or self._busy:
             return
         if self._loop.time() - self._last >= 2 * self._cur:
-            self._task = self._loop.create_task(self._flush())  # the stream paused: send what waits
+            self._task = self._loop.create_task(self.flush())  # the stream paused: send what waits
         else:  # written since the timer was set: wait for the next piece, or this timer again
             self._timer = self._loop.call_at(self._last + 2 * self._cur, self._on_timer)
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
+        """Send what is held now (nothing when a flush is already running: it takes what is held)."""
+        if self._busy:
+            return
         self._busy = True
         try:
             while self._buf:
@@ -166,7 +165,7 @@ class FrameWriter:
             self._buf.append(last)
         if not end:
             if self._buf:
-                await self._flush()
+                await self.flush()
             return
         buf = self._buf
         data = (buf[0] if len(buf) == 1 else b"".join(buf)) if buf else b""

@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from recipe.api.frozen import builder
 from recipe.api.prepared import PreparedRequest
 from recipe.conversation import OutputConstraint
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
 
-__all__ = ["EngineRequest", "EngineDelta", "EngineError", "Engine", "ErrorKind", "FINISH_REASONS", "ConstrainLevel",
+__all__ = ["EngineRequest", "EngineDelta", "new_delta", "EngineError", "Engine", "ErrorKind", "FINISH_REASONS", "ConstrainLevel",
            "CONSTRAIN_LEVELS", "constraint_at"]
 
 #: Finish reasons an engine reports; ``abort`` and ``error`` end the request as a failure.
@@ -98,8 +99,9 @@ class EngineRequest:
         if e is None:
             raise ValueError("the prepared request has no engine parameters (use recipe.prepare)")
         c = e.constraint if constrain == "full" else constraint_at(e.constraint, constrain)
-        return cls(request_id, prep.token_ids, e.max_tokens, e.temperature, e.top_p, e.seed, e.stop_token_ids,
-                   e.logprobs, c, cache_salt, prep, constrain)
+        return (_build_request if cls is EngineRequest else cls)(
+            request_id, prep.token_ids, e.max_tokens, e.temperature, e.top_p, e.seed, e.stop_token_ids, e.logprobs, c,
+            cache_salt, prep, constrain)
 
     @property
     def grammar(self) -> OutputGrammar | None:
@@ -135,6 +137,13 @@ class EngineDelta:
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     message: str | None = None
+
+
+#: ``EngineRequest(...)`` / ``EngineDelta(...)`` with every field given in order, without the frozen
+#: ``__init__``'s per-field cost (:func:`recipe.api.frozen.builder`): an engine's per-delta path may
+#: use :func:`new_delta`.
+_build_request = builder(EngineRequest)
+new_delta = builder(EngineDelta)
 
 
 class EngineError(Exception):

@@ -30,7 +30,7 @@ from typing import Any
 
 from recipe.cache.index import MemoryPrefixIndex
 from recipe.cache.keys import DEFAULT_BLOCK_SIZE, KeySpec, block_keys, cached_prompt_tokens
-from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
+from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest, new_delta
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = ["ReplayTurn", "ReplayEngine", "parse_turn", "load_turns"]
@@ -186,8 +186,8 @@ class ReplayEngine:
                 last = start + step >= n
                 fin = finish if last and finish != "error" else None
                 done = done or fin is not None
-                yield EngineDelta(ids[start:start + step], None, fin, prompt if start == 0 else None,
-                                  cached if start == 0 else None)
+                yield new_delta(ids[start:start + step], None, fin, prompt if start == 0 else None,
+                                cached if start == 0 else None, None)
             if finish == "error":
                 done = True
                 raise EngineError("failed", turn.message)
