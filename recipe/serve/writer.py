@@ -126,7 +126,6 @@ class FrameWriter:
         if self.hold(data):
             await self.flush()
 
-
     def _on_timer(self) -> None:
         self._timer = None
         if not self._buf or self._busy:
