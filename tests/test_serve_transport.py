@@ -26,15 +26,8 @@ from recipe.serve.transport import HeadHoldingTransport, _read_now, http_protoco
 
 async def _echo_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Echoes the request body's length and first bytes; ``/stream`` answers in three chunks, the
-    first in the same step as the head; ``/head-only`` sends a head, waits, then the body."""
-    if scope["type"] == "lifespan":
-        while True:
-            m = await receive()
-            if m["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif m["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+    first in the same step as the head; ``/head-only`` sends a head, waits, then the body. (HTTP only:
+    it is served with uvicorn's lifespan off.)"""
     path = scope["path"]
     body = b""
     while path != "/slow-unread":
@@ -118,9 +111,11 @@ STACKS = [("httptools", "uvloop"), ("httptools", "asyncio"), ("h11", "uvloop"), 
 
 
 def _serving(app: Any, stack: tuple[str, str], **options: Any) -> Any:
-    """``running(app)`` with recipe's protocol over ``stack``'s parser, on its loop."""
+    """``running(app)`` with recipe's protocol over ``stack``'s parser, on its loop (no lifespan: the
+    apps served here answer HTTP only)."""
     impl, loop = stack
-    return running(app, config_of=lambda a, **kw: uvicorn_config(a, http=impl, **kw), loop=loop, **options)
+    return running(app, config_of=lambda a, **kw: uvicorn_config(a, http=impl, **kw), loop=loop,
+                   **{"lifespan": "off", **options})
 
 
 def _while_the_loop_is_held(url: str) -> socket.socket:
