@@ -14,9 +14,12 @@ over TLS) and keeps uvicorn's flow control for it; ``recipe serve`` and :func:`u
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 from typing import Any
+
+from recipe.serve.eager import EAGER_START, start_eagerly
 
 __all__ = ["HeadHoldingTransport", "http_protocol", "uvicorn_config"]
 
@@ -127,8 +130,11 @@ def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
     else:
         raise ValueError(f"unknown HTTP implementation {impl!r}: expected 'auto', 'httptools' or 'h11'")
 
-    class RecipeHTTPProtocol(base):  # type: ignore[misc, valid-type]
-        """uvicorn's HTTP protocol over a :class:`HeadHoldingTransport`."""
+    eager = _EAGER_TASK and hasattr(base, "_start_asgi_task")  # httptools on uvicorn >= 0.46; h11 starts its own
+
+    class RecipeHTTPProtocol(*((_EagerStart, base) if eager else (base,))):  # type: ignore[misc]
+        """uvicorn's HTTP protocol over a :class:`HeadHoldingTransport` (and, with httptools, each
+        request's handler started eagerly: :class:`_EagerStart`)."""
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
             super().connection_made(HeadHoldingTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -143,8 +149,39 @@ def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
     return RecipeHTTPProtocol
 
 
+class _EagerStart:
+    """Mixin for uvicorn's httptools protocol: a request read by a loop callback gets its ASGI task
+    started eagerly (:func:`recipe.serve.eager.start_eagerly`) once the parser is done with the
+    data, instead of in the loop's next round; a request started from inside a task (a pipelined
+    one, when the response before it completes) is left to uvicorn. ``RECIPE_NO_EAGER_TASK=1``
+    turns it off."""
+
+    _recipe_ready: list[tuple[Any, Any]] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if asyncio.current_task() is not None:
+            return super().data_received(data)  # type: ignore[misc]
+        self._recipe_ready = ready = []
+        try:
+            super().data_received(data)  # type: ignore[misc]
+        finally:
+            self._recipe_ready = None
+        for cycle, app in ready:  # the request's body, as far as it came with ``data``, is in
+            ctx = contextvars.Context() if getattr(self.config, "reset_contextvars", False) else contextvars.copy_context()  # type: ignore[attr-defined]
+            task = start_eagerly(self.loop, cycle.run_asgi(app), ctx)  # type: ignore[attr-defined]
+            task.add_done_callback(self.tasks.discard)  # type: ignore[attr-defined]
+            self.tasks.add(task)  # type: ignore[attr-defined]
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        ready = self._recipe_ready
+        if ready is None:
+            return super()._start_asgi_task(cycle, app)  # type: ignore[misc]
+        ready.append((cycle, app))
+
+
 _PROTOCOLS: dict[str, type[asyncio.Protocol]] = {}
 _EAGER = os.name == "posix" and not os.environ.get("RECIPE_NO_EAGER_READ")
+_EAGER_TASK = EAGER_START and not os.environ.get("RECIPE_NO_EAGER_TASK")
 
 
 def _pause_again(protocol: Any) -> None:
