@@ -8,7 +8,8 @@ the end of the current event-loop iteration (a head with no body yet goes out th
 before). Nothing else is held, order is kept, and ``close`` / ``write_eof`` / ``writelines`` send a
 held head first. :func:`http_protocol` is uvicorn's HTTP protocol class with that transport,
 which also reads a new connection's request when it is accepted (one non-blocking ``read``, not
-over TLS) and keeps uvicorn's flow control for it; ``recipe serve`` and :func:`uvicorn_config` use it.
+over TLS) and keeps uvicorn's flow control for it, and (httptools) starts each request's handler in
+the callback that read it (:class:`_EagerStart`); ``recipe serve`` and :func:`uvicorn_config` use it.
 """
 
 from __future__ import annotations
