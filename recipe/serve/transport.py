@@ -165,13 +165,13 @@ class _EagerStart:
         self._recipe_ready = ready = []
         try:
             super().data_received(data)  # type: ignore[misc]
-        finally:
+        finally:  # (started even if the parse raised: uvicorn would have created their tasks already)
             self._recipe_ready = None
-        for cycle, app in ready:  # the request's body, as far as it came with ``data``, is in
-            ctx = contextvars.Context() if getattr(self.config, "reset_contextvars", False) else contextvars.copy_context()  # type: ignore[attr-defined]
-            task = start_eagerly(self.loop, cycle.run_asgi(app), ctx)  # type: ignore[attr-defined]
-            task.add_done_callback(self.tasks.discard)  # type: ignore[attr-defined]
-            self.tasks.add(task)  # type: ignore[attr-defined]
+            for cycle, app in ready:  # the request's body, as far as it came with ``data``, is in
+                ctx = contextvars.Context() if getattr(self.config, "reset_contextvars", False) else contextvars.copy_context()  # type: ignore[attr-defined]
+                task = start_eagerly(self.loop, cycle.run_asgi(app), ctx)  # type: ignore[attr-defined]
+                task.add_done_callback(self.tasks.discard)  # type: ignore[attr-defined]
+                self.tasks.add(task)  # type: ignore[attr-defined]
 
     def _start_asgi_task(self, cycle: Any, app: Any) -> None:
         ready = self._recipe_ready
