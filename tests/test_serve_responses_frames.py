@@ -102,7 +102,9 @@ def _expected(body: dict, chunks: list[list[int]], finish: str | None, fail: boo
         out = []
         if cs.finished:
             return data, final
-    if fail:
+    if fail:  # the open items closed as incomplete (the finish's payloads but its response.incomplete), then the failure
+        data += frame([p for p in cs.finish("error") if p["type"] != "response.incomplete"])
+        final = None
         err = from_engine_error(EngineError("failed", "CUDA out of memory"))
         return data + stream_error("responses", err, {"seq": seq, "response": base, "output": output}), None
     return data + frame(cs.finish(finish or "stop")), final
@@ -138,3 +140,12 @@ def test_streamed_frames_equal_the_payload_path(seed):
         failed = orjson.loads(got.rstrip(b"\n").rsplit(b"data: ", 1)[1])
         assert failed["type"] == "response.failed" and failed["response"]["status"] == "failed"
         assert b"response.output_item.done" not in got or failed["response"]["output"]
+        # nothing streamed is missing from the failed response: every item that was added is in its
+        # output (closed as incomplete if it was open), with the text its deltas spelled
+        events = [orjson.loads(f.split(b"data: ", 1)[1]) for f in got.split(b"\n\n") if f]
+        added = [e["item"]["id"] for e in events if e["type"] == "response.output_item.added"]
+        assert [it["id"] for it in failed["response"]["output"]] == added
+        for it in failed["response"]["output"]:
+            if it["type"] == "message":
+                streamed = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta" and e["item_id"] == it["id"])
+                assert "".join(c["text"] for c in it["content"]) == streamed

@@ -218,6 +218,17 @@ class _ResponsesState:
             self.seq = payloads[-1]["sequence_number"] + 1
             self.last = b""
 
+    def close_items(self, cs: CompletionStream) -> bytes:
+        """Before ``response.failed``: the frames that close the output items still open (held text
+        flushed, each item done with status ``incomplete``), seen here, so the failed response's
+        ``output`` holds everything that was streamed; b"" once ``cs`` finished."""
+        if cs.finished:
+            return b""
+        self.state()  # the sequence number after the last push_sse frames
+        kept = [p for p in cs.finish("error") if p["type"] not in _LIFECYCLE]  # (not its response.incomplete)
+        self.see(kept)
+        return cs.sse(kept)
+
     def state(self) -> dict[str, Any]:
         if self.last:
             self.seq = _read_frames(self.last)[-1]["sequence_number"] + 1
@@ -324,6 +335,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
     usage = _Usage(len(prep.token_ids), 0)
     engine_seconds: float | None = None
     first_byte = True
+    cs: CompletionStream | None = None
     try:
         try:
             d, engine_seconds = await _first(it)
@@ -398,22 +410,26 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                 writer.abandon()
             m.child(m.errors, api, "disconnect").inc()
             return
-        await _fail(job, send, writer, from_engine_error(_timeout_error(guard)), rstate)
+        await _fail(job, send, writer, from_engine_error(_timeout_error(guard)), rstate, cs)
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
-        await _fail(job, send, writer, from_engine_error(_engine_error(exc)), rstate)
+        await _fail(job, send, writer, from_engine_error(_engine_error(exc)), rstate, cs)
     finally:
         await _aclose(it)
         if first_byte and engine_seconds is not None:  # the engine answered, the stream failed before a frame
             m.child(m.engine_latency, job.replica).observe(engine_seconds)
 
 
-async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeError, rstate: _ResponsesState | None) -> None:
+async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeError, rstate: _ResponsesState | None,
+                cs: CompletionStream | None = None) -> None:
     if writer is None:
         return await _pre_stream_error(job, send, err)
     job.metrics.child(job.metrics.errors, job.api, err.kind).inc()
-    data = stream_error(job.api, err, rstate.state() if rstate is not None else None)
+    data = b""
+    if rstate is not None and cs is not None:
+        data = rstate.close_items(cs)
+    data += stream_error(job.api, err, rstate.state() if rstate is not None else None)
     try:
         await writer.close(data)
     except OSError:  # the client left meanwhile
