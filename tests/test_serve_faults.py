@@ -190,6 +190,8 @@ def test_mid_stream_faults_are_the_sdks_in_stream_errors(kind, fault):
         err, failed = json.loads(events[-2][1]), json.loads(events[-1][1])
         assert want in err["message"] and want in err["error"]["message"]
         assert failed["response"]["status"] == "failed" and want in failed["response"]["error"]["message"]
+        added = [json.loads(d)["item"]["id"] for e, d in events if e == "response.output_item.added"]
+        assert added and [it["id"] for it in failed["response"]["output"]] == added  # nothing streamed is missing
         seqs = [json.loads(d)["sequence_number"] for _, d in events]
         assert seqs == list(range(len(seqs)))
         with pytest.raises(openai.APIError):
