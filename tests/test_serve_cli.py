@@ -99,3 +99,48 @@ def test_sigterm_drains_in_flight_streams_then_exits_0(tmp_path):
         t.join(20)
         assert proc.wait(timeout=20) == 0
     assert got.get("done") and got["text"] == words
+
+
+def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_error_and_no_traceback(tmp_path):
+    words = " ".join(f"w{i}" for i in range(400))  # 20 ms per word: 8 s, far past the 0.6 s drain
+    script = write_replay(tmp_path / "long.jsonl", [{"text": words + EOS, "delay_ms": 20}])
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "go"}], "reasoning_effort": "none"}
+    msgs = {"model": MODEL, "messages": [{"role": "user", "content": "go"}], "max_tokens": 4000,
+            "thinking": {"type": "disabled"}}
+    with cli_server("--engine", f"replay:{script}", "--store", "memory", "--drain-seconds", "0.6") as (url, proc):
+        got: dict = {}
+
+        def call(name: str, path: str, body: dict) -> None:
+            try:
+                with httpx.Client(base_url=url, timeout=30) as c:
+                    r = c.post(path, json=body)
+                    got[name] = (r.status_code, r.text, time.perf_counter())
+            except Exception as exc:  # shown by the assertions below
+                got[name] = (None, repr(exc), time.perf_counter())
+
+        threads = [threading.Thread(target=call, args=a) for a in (
+            ("chat", "/v1/chat/completions", {**chat, "stream": True}),
+            ("messages", "/v1/messages", {**msgs, "stream": True}),
+            ("whole", "/v1/chat/completions", chat))]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)  # all three are generating (a loaded machine: the first request warms up)
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(30)
+        assert proc.wait(timeout=30) == 0
+        err = proc.stderr.read()
+    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
+    status, text, at = got["chat"]
+    assert status == 200 and at - t0 < 5, text[-300:]
+    frames = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]" and json.loads(frames[-2])["error"]["code"] == "server_shutting_down"
+    streamed = "".join(ch["delta"].get("content") or "" for f in frames[:-2] for ch in json.loads(f)["choices"])
+    assert streamed and words.startswith(streamed) and streamed != words
+    status, text, at = got["messages"]
+    assert status == 200 and at - t0 < 5
+    last = [b for b in text.split("\n\n") if b.strip()][-1]
+    assert last.startswith("event: error") and json.loads(last.split("data: ", 1)[1])["error"]["type"] == "overloaded_error"
+    status, text, at = got["whole"]
+    assert status == 503 and json.loads(text)["error"]["code"] == "server_shutting_down" and at - t0 < 5

@@ -155,9 +155,18 @@ def _run(ns: argparse.Namespace) -> int:
         return 2
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    config = uvicorn_config(application, log_level=ns.log_level, timeout_graceful_shutdown=max(ns.drain_seconds, 0.1),
+    # the app cuts what still generates at --drain-seconds with each API's own error; uvicorn's grace,
+    # a little longer, only catches a connection that still has not finished by then
+    config = uvicorn_config(application, log_level=ns.log_level, timeout_graceful_shutdown=max(ns.drain_seconds, 0.0) + 2.0,
                             lifespan="on")
-    server = uvicorn.Server(config)
+    drain = application.state.recipe.drain
+
+    class _Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            drain.start(ns.drain_seconds)
+            await super().shutdown(sockets)
+
+    server = _Server(config)
     engines = ", ".join(r.name for r in application.state.recipe.pool.replicas)
     print(f"recipe serve: listening on http://{shown}:{port} (engines: {engines})", flush=True)
     # uvicorn drains on SIGINT / SIGTERM, then re-raises the signal to the handler it found: make

@@ -39,6 +39,7 @@ KINDS: dict[str, _Kind] = {
     "engine_failed": _Kind(502, 502, "server_error", "engine_error", "api_error"),
     "timeout": _Kind(504, 504, "server_error", "timeout", "timeout_error"),
     "store_unavailable": _Kind(503, 503, "server_error", "store_unavailable", "api_error"),
+    "shutting_down": _Kind(503, 529, "server_error", "server_shutting_down", "overloaded_error"),
     "internal": _Kind(500, 500, "server_error", "internal_error", "api_error"),
 }
 

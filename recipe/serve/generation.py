@@ -32,7 +32,7 @@ from recipe.output.driver import CompletionStream, response
 from recipe.serve.config import Timeouts
 from recipe.serve.engines.base import Engine, EngineDelta, EngineError, EngineRequest
 from recipe.serve.errors import ServeError, error_json, from_engine_error, stream_error
-from recipe.serve.guard import Guard
+from recipe.serve.guard import Drain, Guard
 from recipe.serve.metrics import Metrics
 from recipe.serve.writer import FrameWriter
 from recipe.store.conversations import ConversationStore, remember
@@ -64,6 +64,7 @@ class Job:
         coalesce: stream frames arriving within this many seconds share one write (0: never).
         tokenizer: the vocabulary (the encoding's default when None).
         constrain: how much of the output constraint reaches the engine (``ServeConfig.constrain``).
+        drain: the server's shutdown deadline (:class:`~recipe.serve.guard.Drain`), or None.
     """
 
     api: str
@@ -82,6 +83,7 @@ class Job:
     coalesce: float = 0.0
     tokenizer: Tokenizer | None = None
     constrain: str = "full"
+    drain: Drain | None = None
 
 
 def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
@@ -255,6 +257,14 @@ def _read_frames(data: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def _guard_error(guard: Guard) -> ServeError:
+    """The error a generation the guard cancelled ends with (not a disconnect: nobody to tell)."""
+    if guard.reason == "shutdown":
+        return ServeError("shutting_down", "The server is shutting down: the generation was stopped at its drain "
+                                           "deadline. Retry the request.")
+    return from_engine_error(_timeout_error(guard))
+
+
 def _timeout_error(guard: Guard) -> EngineError:
     why = guard.reason or "total"
     return EngineError("timeout", f"engine timed out: no {'first token' if why == 'first_token' else 'delta' if why == 'idle' else 'end'} "
@@ -291,7 +301,7 @@ async def _save(job: Job, final: Mapping[str, Any] | None) -> None:
 
 async def run(job: Job, receive: Receive | None, send: Send) -> None:
     """Generate ``job`` and answer it over ``send`` (stream or JSON, by ``job.prep.stream``)."""
-    guard = Guard(job.timeouts, receive)
+    guard = Guard(job.timeouts, receive, job.drain)
     try:
         if job.prep.stream:
             await _stream(job, guard, send)
@@ -410,7 +420,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                 writer.abandon()
             m.child(m.errors, api, "disconnect").inc()
             return
-        await _fail(job, send, writer, from_engine_error(_timeout_error(guard)), rstate, cs)
+        await _fail(job, send, writer, _guard_error(guard), rstate, cs)
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
@@ -500,7 +510,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
         if guard.reason == "disconnect":
             m.child(m.errors, api, "disconnect").inc()
             return
-        await _pre_stream_error(job, send, from_engine_error(_timeout_error(guard)))
+        await _pre_stream_error(job, send, _guard_error(guard))
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)

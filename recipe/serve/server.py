@@ -35,6 +35,7 @@ from recipe.serve.engines import as_engine
 from recipe.serve.engines.base import Engine
 from recipe.serve.errors import ServeError, error_json
 from recipe.serve.generation import Job, json_response, run
+from recipe.serve.guard import Drain
 from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.tenants import Tenant, Tenants
@@ -50,13 +51,17 @@ API_PATHS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/
 
 
 class ServerState:
-    """Everything the routes share: engines, options, store, tenants, metrics, in-flight count."""
+    """Everything the routes share: engines, options, store, tenants, metrics, in-flight count, and
+    the shutdown deadline (:attr:`drain`, a :class:`~recipe.serve.guard.Drain`: ``recipe serve``
+    starts it with ``--drain-seconds`` when it begins shutting down; an embedder's server calls
+    ``app.state.recipe.drain.start(seconds)`` from its own shutdown)."""
 
     def __init__(self, pool: ReplicaPool, options: Options, config: ServeConfig, store: ConversationStore,
                  tenants: Tenants, metrics: Metrics, tokenizer: Tokenizer | None = None) -> None:
         self.pool, self.options, self.config, self.store = pool, options, config, store
         self.tenants, self.metrics = tenants, metrics
         self.in_flight = 0
+        self.drain = Drain()  # the shutdown deadline: ``drain.start(seconds)`` when the server stops
         self.count_options = replace(options, context_limit=1 << 62)
         # None: each request's model family's own vocabulary (DeepSeek-V4's, or the embedded V3 one for
         # V3 … V3.2), which prepare and the output driver resolve from a per-process cache; a given
@@ -171,7 +176,7 @@ class GenerationRoute:
             job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
                       m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer,
-                      st.config.constrain)
+                      st.config.constrain, st.drain)
             replica.in_flight += 1
             replica.served += 1
             try:
