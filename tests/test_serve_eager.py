@@ -195,6 +195,41 @@ def test_a_first_step_can_use_timeouts_and_bare_yields_and_wait_on_a_future_reso
     _run(loop_kind, main)
 
 
+def _wrapping_factory(log: list[str]) -> Any:
+    """A task factory that runs each coroutine inside one of its own (as tracing integrations do)."""
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task:
+        async def wrapper() -> Any:
+            log.append("wrapper")
+            return await coro
+
+        return asyncio.Task(wrapper(), loop=loop, **kwargs)
+
+    return factory
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_on_a_loop_with_a_task_factory_the_factory_makes_the_task_and_each_step_runs_once(loop_kind):
+    log: list[str] = []
+
+    async def two_steps() -> str:
+        log.append("first step")
+        await asyncio.sleep(0.001)
+        log.append("second step")
+        return "done"
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(_wrapping_factory(log))
+        ctx = contextvars.copy_context()
+        task = await _from_callback(lambda: start_eagerly(loop, two_steps(), ctx))
+        assert await task == "done"
+        assert log == ["wrapper", "first step", "second step"]
+        loop.set_task_factory(None)
+
+    _run(loop_kind, main)
+
+
 def test_start_eagerly_inside_a_running_task_is_refused_by_asyncio():
     async def nothing() -> None:
         return None
@@ -239,15 +274,22 @@ def _exchange(url: str, *requests: bytes) -> list[tuple[bytes, bytes]]:
         for req in requests:
             s.sendall(req)
             while b"\r\n\r\n" not in buf:
-                buf += s.recv(65536)
+                buf += _recv(s)
             head, buf = buf.split(b"\r\n\r\n", 1)
             low = head.lower()
             n = int(low.split(b"content-length: ")[1].split(b"\r\n")[0]) if b"content-length: " in low else 0
             while len(buf) < n:
-                buf += s.recv(65536)
+                buf += _recv(s)
             out.append((head.split(b"\r\n")[0], buf[:n]))
             buf = buf[n:]
     return out
+
+
+def _recv(s: Any) -> bytes:
+    data = s.recv(65536)
+    if not data:
+        raise ConnectionError("the server closed the connection")
+    return data
 
 
 def _req(path: str, body: bytes = b"") -> bytes:
@@ -267,3 +309,29 @@ def test_requests_start_eagerly_with_httptools_lazily_with_h11_in_fresh_contexts
     assert answers[1] == (b"HTTP/1.1 200 OK", how + b"|unset|5000")  # nothing leaked from /set
     assert boom[0][0] == b"HTTP/1.1 500 Internal Server Error"
     assert other == [(b"HTTP/1.1 200 OK", how + b"|unset|0")]
+
+
+async def _app_setting_a_task_factory(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Sets a wrapping task factory at lifespan startup; a request's answer awaits a timer first."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                asyncio.get_running_loop().set_task_factory(_wrapping_factory([]))
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    m = await receive()
+    await asyncio.sleep(0.001)
+    out = b"ok|%d" % len(m.get("body", b""))
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", str(len(out)).encode())]})
+    await send({"type": "http.response.body", "body": out})
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_an_app_that_sets_a_task_factory_is_answered_as_plain_uvicorn_answers_it(loop_kind):
+    with running(_app_setting_a_task_factory, config_of=lambda a, **kw: uvicorn_config(a, http="httptools", **kw),
+                 loop=loop_kind, lifespan="on") as srv:
+        answers = _exchange(srv.url, _req("/", b"abc"), _req("/", b"de") + _req("/", b"f"))
+    assert answers == [(b"HTTP/1.1 200 OK", b"ok|3"), (b"HTTP/1.1 200 OK", b"ok|2")]

@@ -83,10 +83,12 @@ def start_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine, context: con
         coroutine where it waits (a coroutine that already ended keeps its result).
 
     Must be called from a loop callback, not from inside a running task (``RuntimeError`` from
-    asyncio otherwise). Without :data:`EAGER_START` this is ``loop.create_task``.
+    asyncio otherwise). Without :data:`EAGER_START`, or on a loop with a task factory (one set by
+    ``loop.set_task_factory``: it makes the task, may wrap the coroutine or start it itself, as
+    3.12's ``asyncio.eager_task_factory`` does), this is ``loop.create_task(coro, context=context)``.
     """
-    if not EAGER_START:
-        return loop.create_task(coro)
+    if not EAGER_START or loop.get_task_factory() is not None:
+        return loop.create_task(coro, context=context)  # type: ignore[call-arg]
     held = _Resumed(coro)
     task = loop.create_task(held, context=context)  # type: ignore[call-arg, arg-type]
     asyncio.tasks._enter_task(loop, task)  # type: ignore[attr-defined]

@@ -152,8 +152,8 @@ def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
 
 class _EagerStart:
     """Mixin for uvicorn's httptools protocol: a request read by a loop callback gets its ASGI task
-    started eagerly (:func:`recipe.serve.eager.start_eagerly`) once the parser is done with the
-    data, instead of in the loop's next round; a request started from inside a task (a pipelined
+    started eagerly (:func:`recipe.serve.eager.start_eagerly`, which leaves a loop with a task
+    factory to that factory) once the parser is done with the data, instead of in the loop's next round; a request started from inside a task (a pipelined
     one, when the response before it completes) is left to uvicorn. ``RECIPE_NO_EAGER_TASK=1``
     turns it off."""
 
