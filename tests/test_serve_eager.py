@@ -147,6 +147,37 @@ def test_a_cancel_before_the_tasks_first_scheduled_step_reaches_the_coroutine_wh
 
 
 @pytest.mark.parametrize("loop_kind", LOOPS)
+def test_a_cancel_before_the_tasks_first_scheduled_step_cancels_what_the_first_step_awaits(loop_kind):
+    children: list[asyncio.Task] = []
+
+    async def awaits_a_task() -> None:
+        children.append(asyncio.get_running_loop().create_task(asyncio.sleep(0.05)))
+        await children[0]
+
+    async def awaits_a_gather() -> None:
+        children.extend(asyncio.get_running_loop().create_task(asyncio.sleep(0.05)) for _ in range(2))
+        await asyncio.gather(*children)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for make_coro, n in ((awaits_a_task, 1), (awaits_a_gather, 2)):
+            def start_and_cancel(make_coro: Any = make_coro) -> Any:
+                task = start_eagerly(loop, make_coro(), contextvars.copy_context())
+                task.cancel("stop")  # before the loop ran the task's first step
+                return task
+
+            children.clear()
+            task = await _from_callback(start_and_cancel)
+            with pytest.raises(asyncio.CancelledError) as caught:
+                await task
+            assert caught.value.args == ("stop",)
+            await asyncio.sleep(0.1)
+            assert len(children) == n and all(c.cancelled() for c in children)  # as a task's cancel does
+
+    _run(loop_kind, main)
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
 def test_a_coroutine_that_ended_in_its_first_step_keeps_its_result_through_a_cancel(loop_kind):
     async def returns() -> str:
         return "kept"

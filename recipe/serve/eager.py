@@ -49,11 +49,17 @@ class _Resumed(Coroutine):  # type: ignore[type-arg]
         return first
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        """Into the coroutine where it waits; one that ended in its eager step keeps that ending."""
-        if self._first is not _NOTHING and self._error is not None:
+        """Into the coroutine where it waits; one that ended in its eager step keeps that ending. A
+        cancellation while the eager step's future is pending cancels that future and hands it back
+        (the task wakes with its ``CancelledError``), as a task's ``cancel`` cancels what it awaits."""
+        first = self._first
+        if first is not _NOTHING and self._error is not None:
             return self.send(None)
         self._first = _NOTHING
         exc = typ if val is None and tb is None else typ(val) if tb is None else typ(val).with_traceback(tb)
+        if (isinstance(exc, asyncio.CancelledError) and asyncio.isfuture(first)
+                and first.cancel(msg=exc.args[0] if exc.args else None)):
+            return first
         return self._coro.throw(exc)
 
     def close(self) -> None:
@@ -79,8 +85,9 @@ def start_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine, context: con
 
     Returns:
         The task, as ``loop.create_task(coro, context=context)`` returns it: its result or exception
-        is the coroutine's; a cancellation before its first scheduled step is thrown into the
-        coroutine where it waits (a coroutine that already ended keeps its result).
+        is the coroutine's; a cancellation before its first scheduled step reaches the coroutine
+        where it waits, cancelling the future it awaits as a task's ``cancel`` does (a coroutine
+        that already ended keeps its result).
 
     Must be called from a loop callback, not from inside a running task (``RuntimeError`` from
     asyncio otherwise). Without :data:`EAGER_START`, or on a loop with a task factory (one set by
