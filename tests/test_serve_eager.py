@@ -226,6 +226,29 @@ def test_a_first_step_can_use_timeouts_and_bare_yields_and_wait_on_a_future_reso
     _run(loop_kind, main)
 
 
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_the_task_shows_its_coroutine_as_a_plainly_created_task_does(loop_kind):
+    import inspect
+
+    async def handler() -> None:
+        await asyncio.sleep(0.05)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = await _from_callback(lambda: start_eagerly(loop, handler(), contextvars.copy_context()))
+        await asyncio.sleep(0)
+        coro = task.get_coro()
+        assert "coro=<test_the_task_shows_its_coroutine_as_a_plainly_created_task_does.<locals>.handler() running at " in repr(task)
+        assert [f.f_code.co_name for f in task.get_stack()] == ["handler"]
+        assert inspect.getcoroutinestate(coro) == inspect.CORO_SUSPENDED and coro.cr_await is not None
+        with pytest.raises(AttributeError):
+            coro.gi_frame  # noqa: B018 - only a coroutine's own attributes are passed on
+        await task
+        assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+
+    _run(loop_kind, main)
+
+
 def _wrapping_factory(log: list[str]) -> Any:
     """A task factory that runs each coroutine inside one of its own (as tracing integrations do)."""
 

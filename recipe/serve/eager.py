@@ -24,6 +24,7 @@ __all__ = ["EAGER_START", "start_eagerly"]
 EAGER_START = hasattr(asyncio.tasks, "_enter_task") and hasattr(asyncio.tasks, "_leave_task")
 
 _NOTHING = object()
+_COROUTINE_ATTRIBUTES = frozenset(("cr_frame", "cr_code", "cr_running", "cr_await", "cr_suspended", "__name__", "__qualname__"))
 
 
 class _Resumed(Coroutine):  # type: ignore[type-arg]
@@ -69,6 +70,14 @@ class _Resumed(Coroutine):  # type: ignore[type-arg]
 
     def __await__(self) -> Any:  # the Coroutine interface; a task never awaits it
         return self._coro.__await__()
+
+    def __getattr__(self, name: str) -> Any:
+        """The coroutine's own attributes (``cr_frame``, ``cr_code``, ``cr_running``, ``cr_await``,
+        ``cr_suspended``, ``__name__``, ``__qualname__``), for what inspects a task's coroutine: its
+        repr, ``get_stack``, ``inspect.getcoroutinestate``. ``AttributeError`` for any other name."""
+        if name in _COROUTINE_ATTRIBUTES:
+            return getattr(self._coro, name)
+        raise AttributeError(name)
 
     def __repr__(self) -> str:
         return f"<eagerly started {self._coro!r}>"
