@@ -174,6 +174,18 @@ def test_a_cancel_before_the_tasks_first_scheduled_step_cancels_what_the_first_s
             await asyncio.sleep(0.1)
             assert len(children) == n and all(c.cancelled() for c in children)  # as a task's cancel does
 
+        other = asyncio.new_event_loop()  # a future of another loop is not this task's to cancel
+        foreign = other.create_future()
+
+        async def awaits_foreign() -> None:
+            await foreign
+
+        task = await _from_callback(lambda: start_and_cancel(awaits_foreign))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not foreign.done()
+        other.close()
+
     _run(loop_kind, main)
 
 

@@ -58,7 +58,8 @@ class _Resumed(Coroutine):  # type: ignore[type-arg]
             return self.send(None)
         self._first = _NOTHING
         exc = typ if val is None and tb is None else typ(val) if tb is None else typ(val).with_traceback(tb)
-        if (isinstance(exc, asyncio.CancelledError) and asyncio.isfuture(first)
+        if (isinstance(exc, asyncio.CancelledError) and asyncio.isfuture(first)  # (one of this loop only)
+                and getattr(first, "get_loop", lambda: None)() is asyncio.get_running_loop()
                 and first.cancel(msg=exc.args[0] if exc.args else None)):
             return first
         return self._coro.throw(exc)
