@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
 from typing import Any
 
 import pytest
@@ -401,3 +402,46 @@ def test_an_app_that_sets_a_task_factory_is_answered_as_plain_uvicorn_answers_it
                  loop=loop_kind, lifespan="on") as srv:
         answers = _exchange(srv.url, _req("/", b"abc"), _req("/", b"de") + _req("/", b"f"))
     assert answers == [(b"HTTP/1.1 200 OK", b"ok|3"), (b"HTTP/1.1 200 OK", b"ok|2")]
+
+
+async def _app_with_a_job_after_its_answer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers ``ok``; ``/linger`` keeps its task running for a second after the answer."""
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+    if scope["path"] == "/linger":
+        await asyncio.sleep(1.0)
+
+
+def _until_closed(s: Any, limit: float = 3.0) -> bytes:
+    """What the server sends until it closes the connection (or ``limit`` seconds pass)."""
+    import socket
+
+    s.settimeout(limit)
+    buf = b""
+    try:
+        while data := s.recv(65536):
+            buf += data
+    except socket.timeout:
+        pass
+    return buf
+
+
+@pytest.mark.parametrize("loop_kind", LOOPS)
+def test_limit_concurrency_counts_a_request_started_in_the_same_read_as_uvicorn_does(loop_kind):
+    # two tasks outlive their connections; a third connection's first request makes three tasks,
+    # so the request pipelined behind it is over limit_concurrency=3: 503, as under uvicorn's own start
+    import socket
+    import time
+
+    with running(_app_with_a_job_after_its_answer, config_of=lambda a, **kw: uvicorn_config(a, http="httptools", **kw),
+                 loop=loop_kind, lifespan="off", limit_concurrency=3) as srv:
+        host, port = srv.url.rsplit("/", 1)[1].split(":")
+        for _ in range(2):
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                s.sendall(b"GET /linger HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                assert _until_closed(s).endswith(b"ok")
+        time.sleep(0.2)  # both connections closed; their tasks still run
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
+            buf = _until_closed(s, 0.5)  # the 503 closes the connection
+    assert re.findall(rb"HTTP/1\.1 (\d+)", buf) == [b"200", b"503"]

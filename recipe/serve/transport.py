@@ -153,9 +153,11 @@ def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
 class _EagerStart:
     """Mixin for uvicorn's httptools protocol: a request read by a loop callback gets its ASGI task
     started eagerly (:func:`recipe.serve.eager.start_eagerly`, which leaves a loop with a task
-    factory to that factory) once the parser is done with the data, instead of in the loop's next round; a request started from inside a task (a pipelined
-    one, when the response before it completes) is left to uvicorn. ``RECIPE_NO_EAGER_TASK=1``
-    turns it off."""
+    factory to that factory) once the parser is done with the data, instead of in the loop's next
+    round; until then it counts among the server's tasks, as a task uvicorn started does (its
+    ``limit_concurrency`` check for a request pipelined behind it). A request started from inside
+    a task (a pipelined one, when the response before it completes) is left to uvicorn.
+    ``RECIPE_NO_EAGER_TASK=1`` turns it off."""
 
     _recipe_ready: list[tuple[Any, Any]] | None = None
 
@@ -168,6 +170,7 @@ class _EagerStart:
         finally:  # (started even if the parse raised: uvicorn would have created their tasks already)
             self._recipe_ready = None
             for cycle, app in ready:  # the request's body, as far as it came with ``data``, is in
+                self.tasks.discard(cycle)  # type: ignore[attr-defined]
                 ctx = contextvars.Context() if getattr(self.config, "reset_contextvars", False) else contextvars.copy_context()  # type: ignore[attr-defined]
                 task = start_eagerly(self.loop, cycle.run_asgi(app), ctx)  # type: ignore[attr-defined]
                 task.add_done_callback(self.tasks.discard)  # type: ignore[attr-defined]
@@ -178,6 +181,7 @@ class _EagerStart:
         if ready is None:
             return super()._start_asgi_task(cycle, app)  # type: ignore[misc]
         ready.append((cycle, app))
+        self.tasks.add(cycle)  # type: ignore[attr-defined]  # in its task's place until data_received starts it
 
 
 _PROTOCOLS: dict[str, type[asyncio.Protocol]] = {}
