@@ -51,8 +51,9 @@ class _Resumed(Coroutine):  # type: ignore[type-arg]
 
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
         """Into the coroutine where it waits; one that ended in its eager step keeps that ending. A
-        cancellation while the eager step's future is pending cancels that future and hands it back
-        (the task wakes with its ``CancelledError``), as a task's ``cancel`` cancels what it awaits."""
+        cancellation while the eager step's future (one of this loop) is pending cancels that future
+        and hands it back (the task wakes with its ``CancelledError``), as a task's ``cancel`` cancels
+        what it awaits."""
         first = self._first
         if first is not _NOTHING and self._error is not None:
             return self.send(None)
