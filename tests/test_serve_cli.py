@@ -1,4 +1,5 @@
-"""``recipe serve`` as a command: flags, bad input (exit 2), aliases, the body-size limit, unknown
+"""``recipe serve`` as a command: flags, bad flag values (exit 2) and bad or unreadable files (exit 1:
+README's rule, unreadable input exits 1, usage errors exit 2), aliases, the body-size limit, unknown
 routes, and graceful shutdown (SIGTERM drains in-flight streams, then the process exits 0)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,9 +23,11 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args, why", [
     (["--engine", "nope"], "unknown engine"),
-    (["--engine", "replay:/does/not/exist.jsonl"], "replay file"),
+    (["--engine", "replay:"], "replay:FILE"),
     (["--store", "mysql://x"], "--store"),
+    (["--store", "redis://:notaport/0"], "--store redis://:notaport/0: Port"),
     (["--index", "etcd://x"], "--index"),
+    (["--index", "redis://:notaport/0"], "--index redis://:notaport/0: Port"),
     (["--alias", "x=gpt-4o"], "unknown target"),
     (["--alias", "broken"], "NAME=TARGET"),
     (["--max-concurrency", "0"], "integer >= 1"),
@@ -36,6 +40,58 @@ def test_bad_flags_exit_2_with_one_line(args, why, capsys):
     assert main(base + args) == 2
     err = capsys.readouterr().err
     assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def _bad_files(tmp: Path) -> list[tuple[list[str], str]]:
+    (tmp / "dir").mkdir()
+    (tmp / "keys-dup.txt").write_text("# key tenant\nk1 t1\nk2 t2\nk1 t2\n")
+    (tmp / "keys-same.txt").write_text("k1 t1\nk1 t1\n")
+    (tmp / "keys-dup.json").write_text('{"k1": "t1", "k2": "t2", "k1": {"tenant": "t3"}}')
+    (tmp / "keys-bad.txt").write_text("k1\n")
+    (tmp / "bad.jsonl").write_text('{"text": "Hi."}\n{"ids": [1, 2]\n')
+    (tmp / "not-a-db").write_bytes(b"x" * 200)
+    (tmp / "tok.json").write_text("{}")
+    return [
+        (["--api-keys", str(tmp / "keys-dup.txt")], "keys-dup.txt:4: this key was first listed on line 2"),
+        (["--api-keys", str(tmp / "keys-same.txt")], "keys-same.txt:2: this key was first listed on line 1"),
+        (["--api-keys", str(tmp / "keys-dup.json")], "entries 1 and 3"),
+        (["--api-keys", str(tmp / "keys-bad.txt")], "keys-bad.txt:1: want KEY TENANT [SALT]"),
+        (["--api-keys", str(tmp / "missing.txt")], "api keys file"),
+        (["--api-keys", str(tmp / "dir")], "api keys file"),
+        (["--engine", f"replay:{tmp / 'missing.jsonl'}"], "replay file"),
+        (["--engine", f"replay:{tmp / 'bad.jsonl'}"], "bad.jsonl:2:"),
+        (["--engine", f"replay:{tmp / 'dir'}"], "replay file"),
+        (["--store", f"sqlite:{tmp / 'dir'}"], "--store"),
+        (["--store", f"sqlite:{tmp / 'not-a-db'}"], "not a database"),
+        (["--tokenizer", str(tmp / "missing.json")], "missing.json"),
+        (["--tokenizer", str(tmp / "tok.json")], "not a HF tokenizer.json"),
+    ]
+
+
+def test_bad_or_unreadable_files_exit_1_with_one_line(tmp_path, capsys):
+    from recipe.cli.main import build_parser, main
+    from recipe.cli.serve import _Bad, build
+
+    for args, why in _bad_files(tmp_path):
+        base = ["serve", "--port", "0"] + ([] if "--store" in args else ["--store", "memory"])
+        with pytest.raises(_Bad) as info:  # (checked first: a server that started would serve forever)
+            build(build_parser(["serve"]).parse_args(base + args))
+        assert info.value.status == 1, args
+        assert main(base + args) == 1, args
+        err = capsys.readouterr().err
+        assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
+        assert err.startswith("recipe serve: "), err
+
+
+def test_the_command_exits_1_on_a_duplicate_key_and_2_on_a_bad_flag(tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k1 t1\nk1 t2\n")
+    bad = subprocess.run([sys.executable, "-m", "recipe", "serve", "--port", "0", "--store", "memory", "--api-keys", str(keys)],
+                         capture_output=True, text=True, timeout=20)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr == f"recipe serve: api keys file {keys}:2: this key was first listed on line 1; list each key once\n"
+    usage = _run("--port", "0", "--store", "memory", "--index", "etcd://x")
+    assert usage.returncode == 2 and usage.stderr.count("\n") == 1 and "Traceback" not in usage.stderr
 
 
 def test_aliases_body_limit_and_unknown_routes(tmp_path):

@@ -58,6 +58,20 @@ def test_key_files_text_and_json(tmp_path, keys_file):
             Tenants.from_file(bad)
 
 
+@pytest.mark.parametrize("text, where", [
+    ("k1 t1\nk1 t2\n", ":2: this key was first listed on line 1"),  # two tenants: which one would it be?
+    ("k1 t1\n# again\nk1 t1 salt\n", ":3: this key was first listed on line 1"),  # the same tenant: refused too
+    ('{"k1": "t1", "k1": "t2"}', "entries 1 and 2"),
+    ('{"k1": {"tenant": "t1", "tenant": "t2"}}', "entries 1 and 2"),
+])
+def test_a_key_listed_twice_is_an_error_naming_the_lines_not_the_key(tmp_path, text, where):
+    path = tmp_path / "keys"
+    path.write_text(text)
+    with pytest.raises(ValueError) as info:
+        Tenants.from_file(path)
+    assert where in str(info.value) and "k1" not in str(info.value)
+
+
 def test_missing_or_wrong_keys_are_401_in_each_apis_shape(keys_file):
     with running(recipe.serve.app(ReplayEngine(load_turns([{"ids": IDS}])), tenants=Tenants.from_file(keys_file))) as s:
         with pytest.raises(openai.AuthenticationError) as info:

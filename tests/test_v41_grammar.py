@@ -238,5 +238,5 @@ def test_cli_grammar_and_serve_take_the_v41_vocabulary(tmp_path, capsys):
     # without --tokenizer each request gets its model family's own vocabulary (the embedded V4 one for V4 / V4.1)
     assert build(parser.parse_args(["serve", "--store", "memory"])).state.recipe.tokenizer is None
     assert recipe.get_encoding("deepseek_v41").tokenizer().fingerprint == recipe.load_tokenizer().fingerprint
-    assert main(["serve", "--store", "memory", "--tokenizer", str(tmp_path / "missing.json"), "--port", "0"]) == 2
+    assert main(["serve", "--store", "memory", "--tokenizer", str(tmp_path / "missing.json"), "--port", "0"]) == 1  # unreadable input
     assert "missing.json" in capsys.readouterr().err

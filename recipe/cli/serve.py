@@ -2,8 +2,12 @@
 
 Prints one line, ``recipe serve: listening on http://HOST:PORT``, once the socket is bound (``--port
 0`` picks a free port), then serves until SIGINT / SIGTERM; in-flight streams are drained (up to
-``--drain-seconds``) before the engines and the store are closed. Exit status 0 after a clean
-shutdown, 2 for bad flags or files.
+``--drain-seconds``) before the engines and the store are closed. Exit status (the ``recipe``
+command's rule: unreadable input exits 1, usage errors exit 2): 0 after a clean shutdown; 1 for a
+file a flag names that cannot be read or is not valid (``--api-keys``, ``replay:FILE``,
+``--tokenizer``, ``--store sqlite:PATH``); 2 for a bad flag value (an unknown engine or store
+scheme, a malformed URL, an alias, a number out of range) or a port it cannot listen on. Either way
+one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -74,7 +78,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 class _Bad(Exception):
-    """A flag or file the server cannot start with (exit 2)."""
+    """A flag or file the server cannot start with.
+
+    Attributes:
+        status: the exit status: 2 for a bad flag value (a usage error), 1 for a file a flag names
+            that cannot be read or is not valid (unreadable input).
+    """
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _store(url: str) -> Any:
@@ -85,12 +98,15 @@ def _store(url: str) -> Any:
     if url.startswith("sqlite:"):
         try:
             return SQLiteStore(url[len("sqlite:"):])
-        except Exception as exc:  # sqlite3.Error, OSError
-            raise _Bad(f"--store {url}: {exc}") from None
+        except Exception as exc:  # sqlite3.Error, OSError: the file cannot be created, opened or read
+            raise _Bad(f"--store {url}: {exc}", 1) from None
     if url.startswith(("redis://", "rediss://", "unix://")):
         from recipe.store.redis_store import RedisStore
 
-        return RedisStore.from_url(url)
+        try:
+            return RedisStore.from_url(url)
+        except ValueError as exc:  # a malformed URL (the server is reached only by requests)
+            raise _Bad(f"--store {url}: {exc}") from None
     raise _Bad(f"--store {url!r}: want sqlite:PATH, redis://… or memory")
 
 
@@ -100,15 +116,37 @@ def _index(url: str) -> Any:
     if url.startswith(("redis://", "rediss://", "unix://")):
         from recipe.cache.index import RedisPrefixIndex
 
-        return RedisPrefixIndex.from_url(url, ttl=3 * 86400, socket_connect_timeout=1.0, socket_timeout=1.0)
+        try:
+            return RedisPrefixIndex.from_url(url, ttl=3 * 86400, socket_connect_timeout=1.0, socket_timeout=1.0)
+        except ValueError as exc:  # a malformed URL
+            raise _Bad(f"--index {url}: {exc}") from None
     raise _Bad(f"--index {url!r}: want memory or redis://…")
+
+
+def _engine(spec: str) -> Any:
+    """``spec``, or for ``replay:FILE`` the replay engine read from FILE (an unreadable or invalid
+    file exits 1; every other spec is checked by the app, and a bad one exits 2)."""
+    if spec.startswith("replay:") and spec != "replay:":
+        from recipe.serve.engines.replay import ReplayEngine
+
+        try:
+            return ReplayEngine.from_file(spec[len("replay:"):])
+        except ValueError as exc:
+            raise _Bad(_naming("replay file ", str(exc)), 1) from None
+    return spec
+
+
+def _naming(what: str, message: str) -> str:
+    """``message`` starting with ``what`` (``"api keys file "``…), so a line error (``FILE:N: …``)
+    says which kind of file it is about."""
+    return message if message.startswith(what) else what + message
 
 
 def build(ns: argparse.Namespace) -> Any:
     """The ASGI app the flags describe.
 
     Raises:
-        _Bad: a bad flag value or an unreadable file.
+        _Bad: a bad flag value (status 2) or a file that cannot be read or is not valid (status 1).
     """
     from recipe.options import DEFAULT_OPTIONS, parse_alias
     from recipe.serve.config import ServeConfig, Timeouts
@@ -128,10 +166,21 @@ def build(ns: argparse.Namespace) -> Any:
         timeouts = Timeouts(ns.connect_timeout, ns.first_token_timeout, ns.idle_timeout, ns.total_timeout)
         config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
                              constrain=ns.constrain)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+    try:
         tenants = Tenants.from_file(ns.api_keys) if ns.api_keys else None
-        return app(engines=ns.engine or ["demo"], options=options, config=config, store=_store(ns.store or _default_store()),
-                   index=_index(ns.index), tenants=tenants, tokenizer=getattr(ns, "tokenizer", None))
-    except (ValueError, TokenizerError) as exc:
+    except ValueError as exc:  # unreadable, a bad line, a key listed twice
+        raise _Bad(_naming("api keys file ", str(exc)), 1) from None
+    engines = [_engine(spec) for spec in ns.engine or ["demo"]]
+    index = _index(ns.index)
+    store = _store(ns.store or _default_store())
+    try:
+        return app(engines=engines, options=options, config=config, store=store, index=index, tenants=tenants,
+                   tokenizer=getattr(ns, "tokenizer", None))
+    except TokenizerError as exc:
+        raise _Bad(str(exc), 1) from None
+    except ValueError as exc:
         raise _Bad(str(exc)) from None
 
 
@@ -144,7 +193,7 @@ def _run(ns: argparse.Namespace) -> int:
         application = build(ns)
     except _Bad as exc:
         print(f"recipe serve: {exc}", file=sys.stderr)
-        return 2
+        return exc.status
     try:
         sock = socket.socket(socket.AF_INET6 if ":" in ns.host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

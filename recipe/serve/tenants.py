@@ -6,8 +6,9 @@ cache or reads another's response. Without a key file the server is open: no key
 is used, one shared scope.
 
 The file is JSON — ``{"KEY": "tenant"}`` or ``{"KEY": {"tenant": "t", "salt": "s"}}`` — or text,
-one ``KEY TENANT [SALT]`` per line (``#`` starts a comment). Several keys may share a tenant. A
-tenant without a salt gets one derived from its name (43 base64url characters of SHA-256, the form
+one ``KEY TENANT [SALT]`` per line (``#`` starts a comment). Several keys may share a tenant; a key
+listed twice (with the same tenant or not) is an error naming both lines (JSON: both entries), never
+the key itself. A tenant without a salt gets one derived from its name (43 base64url characters of SHA-256, the form
 vLLM recommends for ``cache_salt``). Keys are read from ``Authorization: Bearer KEY`` (OpenAI, and
 Anthropic SDKs 2.x) or ``x-api-key: KEY`` (Anthropic 0.x).
 """
@@ -42,6 +43,22 @@ def derive_salt(tenant: str) -> str:
     return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
 
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``json.loads``'s ``object_pairs_hook``: the object as a dict, refusing a name given twice.
+
+    Raises:
+        ValueError: a repeated name (its entry numbers, 1-based, in the message; not the name, which
+            may be a key).
+    """
+    first: dict[str, int] = {}
+    for n, (name, _) in enumerate(pairs, 1):
+        if name in first:
+            raise ValueError(f"entries {first[name]} and {n} of an object have the same name (a key listed twice?); "
+                             f"list each key once")
+        first[name] = n
+    return dict(pairs)
+
+
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
@@ -65,7 +82,8 @@ class Tenants:
         """Read a key file (see the module docstring).
 
         Raises:
-            ValueError: unreadable file, bad JSON shape, a bad line, an empty key or tenant, or no key.
+            ValueError: unreadable file, bad JSON shape, a bad line, an empty key or tenant, a key
+                listed twice (``FILE:N: … first listed on line M``; JSON: its entry numbers), or no key.
         """
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -74,7 +92,7 @@ class Tenants:
         keys: dict[str, Tenant] = {}
         if text.lstrip().startswith("{"):
             try:
-                data = json.loads(text)
+                data = json.loads(text, object_pairs_hook=_unique_pairs)
             except ValueError as exc:
                 raise ValueError(f"api keys file {path}: {exc}") from None
             for key, value in data.items():
@@ -86,12 +104,17 @@ class Tenants:
                     raise ValueError(f"api keys file {path}: key entries are a tenant name or {{\"tenant\", \"salt\"}}")
                 keys[key] = cls._tenant(path, key, name, salt)
         else:
+            first_line: dict[str, int] = {}
             for n, line in enumerate(text.splitlines(), 1):
                 fields = line.split("#", 1)[0].split()
                 if not fields:
                     continue
                 if len(fields) not in (2, 3):
                     raise ValueError(f"{path}:{n}: want KEY TENANT [SALT]")
+                if fields[0] in first_line:
+                    raise ValueError(f"{path}:{n}: this key was first listed on line {first_line[fields[0]]}; "
+                                     f"list each key once")
+                first_line[fields[0]] = n
                 keys[fields[0]] = cls._tenant(f"{path}:{n}", fields[0], fields[1], fields[2] if len(fields) == 3 else None)
         if not keys:
             raise ValueError(f"api keys file {path}: no keys")
