@@ -388,7 +388,8 @@ def _freeze_once() -> None:
 class RecipeApp:
     """The ASGI app: ``POST`` to a generation route goes straight to its handler (no middleware
     between the engine's frames and the server); everything else (other routes, lifespan) to the
-    Starlette app. ``state`` and ``router`` are the Starlette app's."""
+    Starlette app, whose responses get a request id and, on a 4xx other than 429,
+    ``x-should-retry: false`` (:func:`_tagged`). ``state`` and ``router`` are the Starlette app's."""
 
     def __init__(self, starlette: Starlette, direct: dict[str, GenerationRoute]) -> None:
         self.starlette = starlette
@@ -397,9 +398,29 @@ class RecipeApp:
         self.router = starlette.router
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
+        if scope["type"] != "http":
+            return await self.starlette(scope, receive, send)
+        if scope["method"] == "POST":
             handler = self.direct.get(scope["path"])
             if handler is not None:
                 return await handler(scope, receive, send)
-        await self.starlette(scope, receive, send)
+        await self.starlette(scope, receive, _tagged(send))
+
+
+def _tagged(send: Any) -> Any:
+    """``send`` for a request the Starlette routes answer: its response head gets a fresh request id
+    (``x-request-id`` / ``request-id``: ``req_`` + 29 ``[A-Za-z0-9]``) and, on a 4xx other than 429,
+    ``x-should-retry: false``, as the generation routes' answers have (``generation.json_response``)."""
+    rid = _new_id("req_").encode("ascii")
+
+    async def tagged(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers = [*message.get("headers", ()), (b"x-request-id", rid), (b"request-id", rid)]
+            if 400 <= status < 500 and status != 429:
+                headers.append((b"x-should-retry", b"false"))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return tagged
 
