@@ -200,3 +200,48 @@ def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_er
     assert last.startswith("event: error") and json.loads(last.split("data: ", 1)[1])["error"]["type"] == "overloaded_error"
     status, text, at = got["whole"]
     assert status == 503 and json.loads(text)["error"]["code"] == "server_shutting_down" and at - t0 < 5
+
+
+def test_a_second_sigint_during_the_drain_cuts_the_streams_at_once_with_the_apis_own_error_and_no_traceback(tmp_path):
+    # uvicorn's force quit used to skip the drain: each stream lost its last chunk (the client saw
+    # an incomplete chunked body), each handler logged a CancelledError traceback, and the app's
+    # lifespan shutdown (engines, store) was cancelled with a traceback of its own
+    words = " ".join(f"w{i}" for i in range(400))  # 20 ms per word: 8 s, far inside the 30 s drain
+    script = write_replay(tmp_path / "long.jsonl", [{"text": words + EOS, "delay_ms": 20}])
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "go"}], "reasoning_effort": "none", "stream": True}
+    msgs = {"model": MODEL, "messages": [{"role": "user", "content": "go"}], "max_tokens": 4000,
+            "thinking": {"type": "disabled"}, "stream": True}
+    with cli_server("--engine", f"replay:{script}", "--drain-seconds", "30") as (url, proc):
+        got: dict = {}
+
+        def call(name: str, path: str, body: dict) -> None:
+            try:
+                with httpx.Client(base_url=url, timeout=30) as c:
+                    r = c.post(path, json=body)
+                    got[name] = (r.status_code, r.text, time.perf_counter())
+            except Exception as exc:  # shown by the assertions below
+                got[name] = (None, repr(exc), time.perf_counter())
+
+        threads = [threading.Thread(target=call, args=a) for a in (
+            ("chat", "/v1/chat/completions", chat), ("messages", "/v1/messages", msgs))]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)  # both are generating
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # draining: the streams go on
+        assert all(t.is_alive() for t in threads)
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGINT)  # force quit
+        for t in threads:
+            t.join(30)
+        assert proc.wait(timeout=30) == 0
+        err = proc.stderr.read()
+    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
+    status, text, at = got["chat"]
+    assert status == 200 and at - t0 < 3, text[-300:]
+    frames = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]" and json.loads(frames[-2])["error"]["code"] == "server_shutting_down"
+    status, text, at = got["messages"]
+    assert status == 200 and at - t0 < 3, text[-300:]
+    last = [b for b in text.split("\n\n") if b.strip()][-1]
+    assert last.startswith("event: error") and json.loads(last.split("data: ", 1)[1])["error"]["type"] == "overloaded_error"

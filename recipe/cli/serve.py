@@ -2,7 +2,8 @@
 
 Prints one line, ``recipe serve: listening on http://HOST:PORT``, once the socket is bound (``--port
 0`` picks a free port), then serves until SIGINT / SIGTERM; in-flight streams are drained (up to
-``--drain-seconds``) before the engines and the store are closed. Exit status (the ``recipe``
+``--drain-seconds``; a second SIGINT cuts them at once, each with its API's shutdown error) before
+the engines and the store are closed. Exit status (the ``recipe``
 command's rule: unreadable input exits 1, usage errors exit 2): 0 after a clean shutdown; 1 for a
 file a flag names that cannot be read or is not valid (``--api-keys``, ``replay:FILE``,
 ``--tokenizer``, ``--store sqlite:PATH``); 2 for a bad flag value (an unknown engine or store
@@ -13,6 +14,7 @@ one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import socket
@@ -214,6 +216,15 @@ def _run(ns: argparse.Namespace) -> int:
         async def shutdown(self, sockets: Any = None) -> None:
             drain.start(ns.drain_seconds)
             await super().shutdown(sockets)
+            if self.force_exit:
+                # a second SIGINT stopped uvicorn's wait and skipped the app's shutdown: cut what
+                # still generates now, with each API's own error, rather than leave it to the loop's
+                # teardown (a cancelled handler's traceback, a body cut without its last chunk),
+                # then close the engines and the store as a clean shutdown does
+                drain.start(0)
+                if self.server_state.tasks:
+                    await asyncio.wait(list(self.server_state.tasks), timeout=1.0)
+                await self.lifespan.shutdown()
 
     server = _Server(config)
     engines = ", ".join(r.name for r in application.state.recipe.pool.replicas)
