@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -245,3 +246,27 @@ def test_a_second_sigint_during_the_drain_cuts_the_streams_at_once_with_the_apis
     assert status == 200 and at - t0 < 3, text[-300:]
     last = [b for b in text.split("\n\n") if b.strip()][-1]
     assert last.startswith("event: error") and json.loads(last.split("data: ", 1)[1])["error"]["type"] == "overloaded_error"
+
+
+def test_a_request_still_sending_its_body_at_shutdown_gets_the_apis_shutdown_error_not_a_500(tmp_path):
+    # uvicorn's grace period (--drain-seconds + 2 s) cancels a handler still reading its body: that
+    # was uvicorn's plain-text 500 and an "Exception in ASGI application" traceback
+    script = write_replay(tmp_path / "r.jsonl", [{"text": "hi" + EOS}])
+    with cli_server("--engine", f"replay:{script}", "--drain-seconds", "0.3") as (url, proc):
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as k:
+            k.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                      b"content-length: 100\r\n\r\n{\"mod")  # 5 of its 100 bytes
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)
+            k.settimeout(20)
+            data = b""
+            while chunk := k.recv(65536):
+                data += chunk
+        assert proc.wait(timeout=30) == 0
+        err = proc.stderr.read()
+    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
+    head, body = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 529 "), head
+    assert b"content-type: application/json" in head.lower() and b"request-id: msg_" in head.lower()
+    assert json.loads(body)["error"]["type"] == "overloaded_error"

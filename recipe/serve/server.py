@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -138,6 +139,7 @@ class GenerationRoute:
         response_id = _new_id(self.prefix)
         ids = [(b"x-request-id", response_id.encode()), (b"request-id", response_id.encode())]
         counted = False
+        generating = False  # run() answers its own cancellations; before it, see CancelledError below
 
         def release() -> None:
             nonlocal counted
@@ -179,6 +181,7 @@ class GenerationRoute:
                       st.config.constrain, st.drain)
             replica.in_flight += 1
             replica.served += 1
+            generating = True
             try:
                 # without a limit no request is refused, so the slot can wait for the end of the
                 # handler: the stream's frames skip the wrapper
@@ -201,6 +204,18 @@ class GenerationRoute:
             await json_response(send_last_releases, status, body, ids)
         except _ClientGone:
             return
+        except asyncio.CancelledError:
+            # the HTTP server's grace period ran out at shutdown while the request was still being
+            # read or prepared (a client slow to send its body): the API's own 503 / 529, not the
+            # server's plain-text 500 and a logged traceback
+            if generating or st.drain.at == math.inf:
+                raise
+            err = ServeError("shutting_down", "The server is shutting down: the request was stopped before its "
+                                              "generation started. Retry the request.")
+            status, body = error_json(api, err)
+            m.child(m.errors, api, err.kind).inc()
+            m.child(m.requests, api, str(status)).inc()
+            await json_response(send_last_releases, status, body, ids)
         except Exception as exc:  # a bug: logged, and the API's own 500 when nothing was sent yet
             _log.exception("internal error in %s %s", scope.get("method"), scope.get("path"))
             m.child(m.errors, api, "internal").inc()
