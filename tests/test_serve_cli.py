@@ -158,6 +158,24 @@ def test_sigterm_drains_in_flight_streams_then_exits_0(tmp_path):
     assert got.get("done") and got["text"] == words
 
 
+def _chat_frames_cut_at_shutdown(text: str) -> list[str]:
+    """The ``data:`` payloads of a Chat stream, asserting it ends with the shutdown error then ``[DONE]``."""
+    frames = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]" and json.loads(frames[-2])["error"]["code"] == "server_shutting_down", text[-300:]
+    return frames
+
+
+def _post_into(got: dict, url: str, name: str, path: str, body: dict) -> None:
+    """POST ``body`` to ``url + path``; ``got[name]`` = (status, text, perf_counter at the end), or
+    (None, the exception's repr, …) when the request failed (shown by the caller's assertions)."""
+    try:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            r = c.post(path, json=body)
+            got[name] = (r.status_code, r.text, time.perf_counter())
+    except Exception as exc:
+        got[name] = (None, repr(exc), time.perf_counter())
+
+
 def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_error_and_no_traceback(tmp_path):
     words = " ".join(f"w{i}" for i in range(400))  # 20 ms per word: 8 s, far past the 0.6 s drain
     script = write_replay(tmp_path / "long.jsonl", [{"text": words + EOS, "delay_ms": 20}])
@@ -166,16 +184,7 @@ def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_er
             "thinking": {"type": "disabled"}}
     with cli_server("--engine", f"replay:{script}", "--store", "memory", "--drain-seconds", "0.6") as (url, proc):
         got: dict = {}
-
-        def call(name: str, path: str, body: dict) -> None:
-            try:
-                with httpx.Client(base_url=url, timeout=30) as c:
-                    r = c.post(path, json=body)
-                    got[name] = (r.status_code, r.text, time.perf_counter())
-            except Exception as exc:  # shown by the assertions below
-                got[name] = (None, repr(exc), time.perf_counter())
-
-        threads = [threading.Thread(target=call, args=a) for a in (
+        threads = [threading.Thread(target=_post_into, args=(got, url, *a)) for a in (
             ("chat", "/v1/chat/completions", {**chat, "stream": True}),
             ("messages", "/v1/messages", {**msgs, "stream": True}),
             ("whole", "/v1/chat/completions", chat))]
@@ -191,8 +200,7 @@ def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_er
     assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
     status, text, at = got["chat"]
     assert status == 200 and at - t0 < 5, text[-300:]
-    frames = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
-    assert frames[-1] == "[DONE]" and json.loads(frames[-2])["error"]["code"] == "server_shutting_down"
+    frames = _chat_frames_cut_at_shutdown(text)
     streamed = "".join(ch["delta"].get("content") or "" for f in frames[:-2] for ch in json.loads(f)["choices"])
     assert streamed and words.startswith(streamed) and streamed != words
     status, text, at = got["messages"]
@@ -214,16 +222,7 @@ def test_a_second_sigint_during_the_drain_cuts_the_streams_at_once_with_the_apis
             "thinking": {"type": "disabled"}, "stream": True}
     with cli_server("--engine", f"replay:{script}", "--drain-seconds", "30") as (url, proc):
         got: dict = {}
-
-        def call(name: str, path: str, body: dict) -> None:
-            try:
-                with httpx.Client(base_url=url, timeout=30) as c:
-                    r = c.post(path, json=body)
-                    got[name] = (r.status_code, r.text, time.perf_counter())
-            except Exception as exc:  # shown by the assertions below
-                got[name] = (None, repr(exc), time.perf_counter())
-
-        threads = [threading.Thread(target=call, args=a) for a in (
+        threads = [threading.Thread(target=_post_into, args=(got, url, *a)) for a in (
             ("chat", "/v1/chat/completions", chat), ("messages", "/v1/messages", msgs))]
         for t in threads:
             t.start()
@@ -240,8 +239,7 @@ def test_a_second_sigint_during_the_drain_cuts_the_streams_at_once_with_the_apis
     assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
     status, text, at = got["chat"]
     assert status == 200 and at - t0 < 3, text[-300:]
-    frames = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
-    assert frames[-1] == "[DONE]" and json.loads(frames[-2])["error"]["code"] == "server_shutting_down"
+    frames = _chat_frames_cut_at_shutdown(text)
     status, text, at = got["messages"]
     assert status == 200 and at - t0 < 3, text[-300:]
     last = [b for b in text.split("\n\n") if b.strip()][-1]
