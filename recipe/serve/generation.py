@@ -91,12 +91,17 @@ def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
     return [(b"x-request-id", rid), (b"request-id", rid), (b"x-recipe-replica", job.replica.encode()), *job.headers]
 
 
+def retry_headers(status: int) -> list[tuple[bytes, bytes]]:
+    """``[(b"x-should-retry", b"false")]`` for a 4xx other than 429 (a request that fails the same way
+    again; the SDKs read the header), else ``[]``."""
+    return [(b"x-should-retry", b"false")] if 400 <= status < 500 and status != 429 else []
+
+
 async def json_response(send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
-    """Send ``body`` as a whole JSON response (``x-should-retry: false`` on 4xx other than 429)."""
+    """Send ``body`` as a whole JSON response (with :func:`retry_headers`)."""
     data = dumps_wire(body)
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers]
-    if 400 <= status < 500 and status != 429:
-        head.append((b"x-should-retry", b"false"))
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()), *headers,
+            *retry_headers(status)]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": data})
 

@@ -167,6 +167,11 @@ class Drain:
         self.guards: set[Guard] = set()
         self.at = math.inf
 
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called (the server is shutting down)."""
+        return self.at != math.inf
+
     def start(self, seconds: float) -> None:
         """Cut what is still generating ``seconds`` from now (in the running loop; at once for 0)."""
         self.at = asyncio.get_running_loop().time() + max(seconds, 0.0)

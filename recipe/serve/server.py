@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ from recipe.serve.config import ServeConfig
 from recipe.serve.engines import as_engine
 from recipe.serve.engines.base import Engine
 from recipe.serve.errors import ServeError, error_json
-from recipe.serve.generation import Job, json_response, run
+from recipe.serve.generation import Job, json_response, retry_headers, run
 from recipe.serve.guard import Drain
 from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
@@ -154,6 +153,13 @@ class GenerationRoute:
                 release()
             await send(message)
 
+        async def refuse(err: ServeError | RequestError, kind: str) -> None:
+            """Answer ``err`` as the API's JSON error, counted under ``kind``."""
+            status, body = error_json(api, err)
+            m.child(m.errors, api, kind).inc()
+            m.child(m.requests, api, str(status)).inc()
+            await json_response(send_last_releases, status, body, ids)
+
         try:
             tenant = st.tenants.authenticate(_header(scope, b"authorization"), _header(scope, b"x-api-key"))
             if tenant is None:
@@ -192,30 +198,20 @@ class GenerationRoute:
             kind = err.kind if isinstance(err, ServeError) else "invalid_request" if err.status < 500 else "internal"
             if isinstance(err, RequestError) and err.status == 413:
                 kind = "too_large"
-            status, body = error_json(api, err)
-            m.child(m.errors, api, kind).inc()
-            m.child(m.requests, api, str(status)).inc()
-            await json_response(send_last_releases, status, body, ids)
+            await refuse(err, kind)
         except StoreUnavailable as exc:
             m.store_errors.inc()
-            status, body = error_json(api, ServeError("store_unavailable", str(exc)))
-            m.child(m.errors, api, "store_unavailable").inc()
-            m.child(m.requests, api, str(status)).inc()
-            await json_response(send_last_releases, status, body, ids)
+            await refuse(ServeError("store_unavailable", str(exc)), "store_unavailable")
         except _ClientGone:
             return
         except asyncio.CancelledError:
             # the HTTP server's grace period ran out at shutdown while the request was still being
             # read or prepared (a client slow to send its body): the API's own 503 / 529, not the
             # server's plain-text 500 and a logged traceback
-            if generating or st.drain.at == math.inf:
+            if generating or not st.drain.started:
                 raise
-            err = ServeError("shutting_down", "The server is shutting down: the request was stopped before its "
-                                              "generation started. Retry the request.")
-            status, body = error_json(api, err)
-            m.child(m.errors, api, err.kind).inc()
-            m.child(m.requests, api, str(status)).inc()
-            await json_response(send_last_releases, status, body, ids)
+            await refuse(ServeError("shutting_down", "The server is shutting down: the request was stopped before its "
+                                                     "generation started. Retry the request."), "shutting_down")
         except Exception as exc:  # a bug: logged, and the API's own 500 when nothing was sent yet
             _log.exception("internal error in %s %s", scope.get("method"), scope.get("path"))
             m.child(m.errors, api, "internal").inc()
@@ -431,9 +427,7 @@ def _tagged(send: Any) -> Any:
     async def tagged(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             status = message["status"]
-            headers = [*message.get("headers", ()), (b"x-request-id", rid), (b"request-id", rid)]
-            if 400 <= status < 500 and status != 429:
-                headers.append((b"x-should-retry", b"false"))
+            headers = [*message.get("headers", ()), (b"x-request-id", rid), (b"request-id", rid), *retry_headers(status)]
             message = {**message, "headers": headers}
         await send(message)
 

@@ -131,7 +131,7 @@ def http_protocol(impl: str = "auto") -> type[asyncio.Protocol]:
     else:
         raise ValueError(f"unknown HTTP implementation {impl!r}: expected 'auto', 'httptools' or 'h11'")
 
-    eager = _EAGER_TASK and hasattr(base, "_start_asgi_task")  # httptools on uvicorn >= 0.46; h11 starts its own
+    eager = _EAGER_TASK and hasattr(base, "_start_asgi_task")  # httptools on uvicorn >= 0.45; h11 starts its own
 
     class RecipeHTTPProtocol(*((_EagerStart, base) if eager else (base,))):  # type: ignore[misc]
         """uvicorn's HTTP protocol over a :class:`HeadHoldingTransport` (and, with httptools, each
