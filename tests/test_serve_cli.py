@@ -165,6 +165,30 @@ def _chat_frames_cut_at_shutdown(text: str) -> list[str]:
     return frames
 
 
+def _messages_cut_at_shutdown(text: str) -> None:
+    """Assert a Messages stream ends with the shutdown error (``event: error``, ``overloaded_error``)."""
+    last = [b for b in text.split("\n\n") if b.strip()][-1]
+    assert last.startswith("event: error") and json.loads(last.split("data: ", 1)[1])["error"]["type"] == "overloaded_error"
+
+
+def _stop_cleanly(proc: subprocess.Popen, threads: list[threading.Thread], sig: int) -> float:
+    """Send ``sig`` to the server, wait for the client threads, then :func:`_exited_cleanly`.
+    Returns ``perf_counter()`` at the signal."""
+    t0 = time.perf_counter()
+    proc.send_signal(sig)
+    for t in threads:
+        t.join(30)
+    _exited_cleanly(proc)
+    return t0
+
+
+def _exited_cleanly(proc: subprocess.Popen) -> None:
+    """Assert the server exits 0 with nothing on stderr that looks like a crash."""
+    assert proc.wait(timeout=30) == 0
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
+
+
 def _post_into(got: dict, url: str, name: str, path: str, body: dict) -> None:
     """POST ``body`` to ``url + path``; ``got[name]`` = (status, text, perf_counter at the end), or
     (None, the exception's repr, …) when the request failed (shown by the caller's assertions)."""
@@ -191,13 +215,7 @@ def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_er
         for t in threads:
             t.start()
         time.sleep(1.5)  # all three are generating (a loaded machine: the first request warms up)
-        t0 = time.perf_counter()
-        proc.send_signal(signal.SIGTERM)
-        for t in threads:
-            t.join(30)
-        assert proc.wait(timeout=30) == 0
-        err = proc.stderr.read()
-    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
+        t0 = _stop_cleanly(proc, threads, signal.SIGTERM)
     status, text, at = got["chat"]
     assert status == 200 and at - t0 < 5, text[-300:]
     frames = _chat_frames_cut_at_shutdown(text)
@@ -205,8 +223,7 @@ def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_er
     assert streamed and words.startswith(streamed) and streamed != words
     status, text, at = got["messages"]
     assert status == 200 and at - t0 < 5
-    last = [b for b in text.split("\n\n") if b.strip()][-1]
-    assert last.startswith("event: error") and json.loads(last.split("data: ", 1)[1])["error"]["type"] == "overloaded_error"
+    _messages_cut_at_shutdown(text)
     status, text, at = got["whole"]
     assert status == 503 and json.loads(text)["error"]["code"] == "server_shutting_down" and at - t0 < 5
 
@@ -230,20 +247,13 @@ def test_a_second_sigint_during_the_drain_cuts_the_streams_at_once_with_the_apis
         proc.send_signal(signal.SIGINT)
         time.sleep(0.5)  # draining: the streams go on
         assert all(t.is_alive() for t in threads)
-        t0 = time.perf_counter()
-        proc.send_signal(signal.SIGINT)  # force quit
-        for t in threads:
-            t.join(30)
-        assert proc.wait(timeout=30) == 0
-        err = proc.stderr.read()
-    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
+        t0 = _stop_cleanly(proc, threads, signal.SIGINT)  # force quit
     status, text, at = got["chat"]
     assert status == 200 and at - t0 < 3, text[-300:]
     frames = _chat_frames_cut_at_shutdown(text)
     status, text, at = got["messages"]
     assert status == 200 and at - t0 < 3, text[-300:]
-    last = [b for b in text.split("\n\n") if b.strip()][-1]
-    assert last.startswith("event: error") and json.loads(last.split("data: ", 1)[1])["error"]["type"] == "overloaded_error"
+    _messages_cut_at_shutdown(text)
 
 
 def test_a_request_still_sending_its_body_at_shutdown_gets_the_apis_shutdown_error_not_a_500(tmp_path):
@@ -261,9 +271,7 @@ def test_a_request_still_sending_its_body_at_shutdown_gets_the_apis_shutdown_err
             data = b""
             while chunk := k.recv(65536):
                 data += chunk
-        assert proc.wait(timeout=30) == 0
-        err = proc.stderr.read()
-    assert "Traceback" not in err and "Exception in ASGI application" not in err, err[-2000:]
+        _exited_cleanly(proc)
     head, body = data.split(b"\r\n\r\n", 1)
     assert head.startswith(b"HTTP/1.1 529 "), head
     assert b"content-type: application/json" in head.lower() and b"request-id: msg_" in head.lower()
