@@ -3,8 +3,8 @@
 Run: ``python bench/bench_serve.py [--seconds S] [--probes N] [--reps R] [--points 1x1,16x1,64x1,1x16,16x16,64x16]``.
 
 Two server processes (uvicorn, same settings, 127.0.0.1 port 0): recipe's app
-(``recipe.serve.app(replay)``, run as ``recipe serve`` runs it: ``recipe.serve.uvicorn_config``, whose
-HTTP protocol writes a response's head with its first frame) and the anchor (bench/serve_anchor.py: FastAPI + deepseek-recipe's
+(``recipe.serve.app(replay)``, run as ``recipe serve`` runs it: ``recipe.serve.uvicorn_config`` and
+``recipe.serve.runner.Server``) and the anchor (bench/serve_anchor.py: FastAPI + deepseek-recipe's
 ``StreamProcessor`` + its Chat chunk generator, the shape of deepseek-recipe's ``server-py``), both
 fed by a :class:`~recipe.serve.engines.replay.ReplayEngine` playing the same 256-token thinking-mode
 answer. A third, trivial server (one SSE frame at once) is the HTTP baseline.
@@ -227,11 +227,12 @@ def serve(kind: str) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
-    if kind == "recipe":  # as ``recipe serve`` runs it (head and first frame in one write: recipe.serve.transport)
-        config = recipe.serve.uvicorn_config(app, log_level="warning", lifespan="on")
+    if kind == "recipe":  # as ``recipe serve`` runs it (recipe.serve.runner: eager task start on Python 3.12+)
+        from recipe.serve.runner import Server as RecipeServer
+
+        server = RecipeServer(recipe.serve.uvicorn_config(app, log_level="warning", lifespan="on"))
     else:
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     if os.environ.get("BENCH_SERVE_GC"):  # diagnostics: each collection over 1 ms, on stderr
         _log_gc(kind)
     profile = os.environ.get("BENCH_SERVE_PROFILE")  # a file: cProfile the server until SIGTERM

@@ -63,10 +63,11 @@ class Running:
 
 @contextmanager
 def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config, loop: str | None = None,
-            **options: Any) -> Iterator[Running]:
+            server_of: Any = uvicorn.Server, **options: Any) -> Iterator[Running]:
     """Serve ``app`` with uvicorn on 127.0.0.1, port 0, in a thread, for the ``with`` block (with
     ``recipe serve``'s own uvicorn settings, :func:`recipe.serve.uvicorn_config`, unless another
-    ``config_of``, e.g. ``uvicorn.Config``, is given). The loop is asyncio's own unless ``loop`` names
+    ``config_of``, e.g. ``uvicorn.Config``, is given; ``server_of`` makes the server from it). The
+    loop is asyncio's own unless ``loop`` names
     uvicorn's (``"uvloop"``, ``"asyncio"``, ``"auto"``); ``options`` go to ``config_of`` (uvicorn options)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -74,7 +75,7 @@ def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config, lo
     port = sock.getsockname()[1]
     options = {"log_level": "error", "lifespan": "on", "timeout_graceful_shutdown": graceful, **options}
     config = config_of(app, **options, **({"loop": loop} if loop else {}))
-    server = uvicorn.Server(config)
+    server = server_of(config)
     if loop:  # uvicorn's own runner, on the loop the config names (as ``recipe serve`` runs)
         thread = threading.Thread(target=lambda: server.run(sockets=[sock]), daemon=True)
     else:

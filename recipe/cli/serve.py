@@ -187,9 +187,7 @@ def build(ns: argparse.Namespace) -> Any:
 
 
 def _run(ns: argparse.Namespace) -> int:
-    import uvicorn
-
-    from recipe.serve.transport import uvicorn_config
+    from recipe.serve.runner import Server, uvicorn_config
 
     try:
         application = build(ns)
@@ -212,7 +210,7 @@ def _run(ns: argparse.Namespace) -> int:
                             lifespan="on")
     drain = application.state.recipe.drain
 
-    class _Server(uvicorn.Server):
+    class _Server(Server):
         async def shutdown(self, sockets: Any = None) -> None:
             drain.start(ns.drain_seconds)
             await super().shutdown(sockets)

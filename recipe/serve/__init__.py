@@ -4,9 +4,9 @@
 :mod:`.server` (the app and its routes), :mod:`.generation` (one driver for the three APIs), :mod:`.guard`
 (disconnects and timeouts), :mod:`.errors` (each API's error shapes), :mod:`.pool` (replica routing
 by longest cached prefix), :mod:`.tenants` (API keys, cache salts), :mod:`.metrics` (Prometheus),
-:mod:`.config`, :mod:`.transport` (uvicorn's HTTP protocol with a response's head and first bytes in
-one write: :func:`uvicorn_config`), and :mod:`.engines` (the engine contract, vLLM, SGLang, replay,
-demo, callables).
+:mod:`.config`, :mod:`.runner` (how ``recipe serve`` runs uvicorn: :func:`uvicorn_config`, and the
+standard library's eager task factory on Python 3.12 and newer), and :mod:`.engines` (the engine
+contract, vLLM, SGLang, replay, demo, callables).
 docs/serving.md is the user's guide.
 """
 
@@ -26,7 +26,8 @@ def app(engine: Any = None, **kwargs: Any) -> Any:
 
 def uvicorn_config(app: Any, **kwargs: Any) -> Any:
     """A ``uvicorn.Config`` that runs ``app`` as ``recipe serve`` does; see
-    :func:`recipe.serve.transport.uvicorn_config`."""
-    from recipe.serve.transport import uvicorn_config as build
+    :func:`recipe.serve.runner.uvicorn_config` (and :class:`recipe.serve.runner.Server`, which runs it
+    with eager task start on Python 3.12 and newer)."""
+    from recipe.serve.runner import uvicorn_config as build
 
     return build(app, **kwargs)
