@@ -13,7 +13,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from recipe.api.common import check_model, output_constraint, parsing_options, resolve_max_tokens
-from recipe.api.frozen import builder
 from recipe.api.prepared import Api, EngineParams, PreparedRequest
 from recipe.api.wire import DEPTH_CHECKED
 from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
@@ -206,7 +205,7 @@ def prepare(
     if constraint is not None and family.grammar is not None:
         constraint = OutputConstraint(constraint.kind, constraint.schema,  # (dataclasses.replace, without its field walk)
                                       build_grammar=functools.partial(_grammar, family, conversation, parsing, tok))
-    return _prepared(
+    return PreparedRequest(
         api=api,
         model=request.model,
         encoding=encoding,
@@ -222,12 +221,6 @@ def prepare(
     )
 
 
-#: ``PreparedRequest(...)`` / ``EngineParams(...)`` with every field given, without the frozen
-#: ``__init__``'s per-field cost (:func:`recipe.api.frozen.builder`).
-_prepared = builder(PreparedRequest)
-_engine = builder(EngineParams)
-
-
 def _grammar(family: Encoding, conversation: Conversation, parsing: ParsingOptions, tok: Tokenizer) -> Any:
     """The turn's output grammar, built when first asked for (``prep.output_constraint.grammar``)."""
     from recipe.schema.constrain import grammar_for  # loaded by grammar users only
@@ -238,7 +231,7 @@ def _grammar(family: Encoding, conversation: Conversation, parsing: ParsingOptio
 def _engine_params(api: str, conv: Conversation, prompt_tokens: int, stops: tuple[int, ...],
                    constraint: Any, options: Options) -> EngineParams:
     s = conv.sampling
-    return _engine(
+    return EngineParams(
         max_tokens=resolve_max_tokens(api, conv.max_tokens, prompt_tokens, conv.thinking, options),
         stop_token_ids=stops,
         temperature=s.temperature,

@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 
-from recipe.api.frozen import builder
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
@@ -76,9 +75,8 @@ UNSUPPORTED_IMAGE = "[Unsupported Image]"
 #: The ``text`` response format every request without one gets (frozen: shared by all of them).
 TEXT_FORMAT = ResponseFormat("text")
 
-#: ``Conversation(...)`` with every field given, without the frozen ``__init__``'s per-field cost
-#: (:func:`recipe.api.frozen.builder`): what the adapters build each request's conversation with.
-new_conversation = builder(Conversation)
+#: ``Conversation`` itself, by the name the adapters build each request's conversation with.
+new_conversation = Conversation
 
 #: API effort level -> effective effort (None: thinking off). Behaviour map §1.6.
 EFFORT_LEVELS: dict[str, ReasoningEffort | None] = {

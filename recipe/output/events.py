@@ -3,8 +3,7 @@
 An encoding's output parser turns completion token ids into a flat list of these events; each
 API's stream encoder turns events into that API's stream chunks, and :func:`accumulate` folds
 them into one :class:`ParsedOutput` for non-streamed responses. Events are small frozen slots
-dataclasses: cheap to build per token (their ``__init__`` stores through the slot descriptors, see
-:func:`_direct_init`) and safe to share.
+dataclasses, safe to share.
 
 Event order guarantees (per parser run):
 
@@ -17,7 +16,6 @@ Event order guarantees (per parser run):
 from __future__ import annotations
 
 from collections.abc import Iterable
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -117,25 +115,6 @@ class Finish:
     def malformed(self) -> bool:
         """True when the parser had to repair or re-route anything (``notes`` is not empty)."""
         return bool(self.notes)
-
-
-def _direct_init(cls: type) -> None:
-    """Give the frozen slots event ``cls`` an ``__init__`` that stores each field through its slot
-    descriptor (the generated one looks ``object.__setattr__`` up per field: about twice as slow
-    for events built once per token). Same signature, defaults and immutability."""
-    fields = dataclasses.fields(cls)
-    env = {f"_set{k}": getattr(cls, f.name).__set__ for k, f in enumerate(fields)}
-    env.update({f"_default{k}": f.default for k, f in enumerate(fields) if f.default is not dataclasses.MISSING})
-    params = ", ".join(f.name + (f"=_default{k}" if f.default is not dataclasses.MISSING else "") for k, f in enumerate(fields))
-    body = "".join(f"    _set{k}(self, {f.name})\n" for k, f in enumerate(fields))
-    exec(f"def __init__(self, {params}):\n{body}", env)  # noqa: S102 - generated from the field names
-    init = env["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
-
-
-for _cls in (ReasoningDelta, TextDelta, ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd, Finish):
-    _direct_init(_cls)
 
 
 OutputEvent = Union[ReasoningDelta, TextDelta, ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd, Finish]

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from recipe.api.frozen import builder
 from recipe.api.prepared import PreparedRequest
 from recipe.conversation import OutputConstraint
 
@@ -99,7 +98,7 @@ class EngineRequest:
         if e is None:
             raise ValueError("the prepared request has no engine parameters (use recipe.prepare)")
         c = e.constraint if constrain == "full" else constraint_at(e.constraint, constrain)
-        return (_build_request if cls is EngineRequest else cls)(
+        return cls(
             request_id, prep.token_ids, e.max_tokens, e.temperature, e.top_p, e.seed, e.stop_token_ids, e.logprobs, c,
             cache_salt, prep, constrain)
 
@@ -139,11 +138,8 @@ class EngineDelta:
     message: str | None = None
 
 
-#: ``EngineRequest(...)`` / ``EngineDelta(...)`` with every field given in order, without the frozen
-#: ``__init__``'s per-field cost (:func:`recipe.api.frozen.builder`): an engine's per-delta path may
-#: use :func:`new_delta`.
-_build_request = builder(EngineRequest)
-new_delta = builder(EngineDelta)
+#: ``EngineDelta`` itself, by the name engines build their deltas with (fields in order).
+new_delta = EngineDelta
 
 
 class EngineError(Exception):
