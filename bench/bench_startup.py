@@ -70,7 +70,7 @@ marks.append(("prepare the request (small-text encode)", cpu()))
 from recipe.cli.view import print_prompt
 with contextlib.redirect_stdout(io.StringIO()):
     print_prompt(prep)
-marks.append(("print (to a pipe: no rich)", cpu()))
+marks.append(("print (to a pipe, through rich)", cpu()))
 tok.warm()
 marks.append(("(not in render) full tiktoken encoding", cpu()))
 for (name, _), (_, a), (_, b) in zip(marks[2:], marks[1:], marks[2:]):

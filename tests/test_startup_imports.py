@@ -1,7 +1,7 @@
 """What a short command imports (issue 10, start-up): structural checks on ``sys.modules`` in a
 fresh process, not timings. ``recipe render`` of a Chat request for DeepSeek-V4 loads its own
 API's wire models, its own family and its own subcommand — nothing of the other APIs, families,
-subcommands, the output path, the schema rules it does not need, or rich when the output is a pipe.
+subcommands, the output path, the schema rules it does not need, or rich for ``--json`` output.
 The encoding table knows every model without importing a family."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ NOT_FOR_A_RENDER = [
     "recipe.schema.strict", "recipe.schema.constrain", "recipe.schema.validation", "recipe.schema.turn",
     "recipe.cache", "recipe.store", "recipe.serve",
     "recipe.cli.tokenize", "recipe.cli.complete", "recipe.cli.grammar", "recipe.cli.cache", "recipe.cli.serve",
-    "rich", "jsonschema",
+    "jsonschema",
 ]
 
 # runs the command in this process as the console script would, then reports what was imported
@@ -73,6 +73,7 @@ def test_each_api_loads_only_its_own_wire_models(tmp_path, api, body):
     path.write_text(json.dumps(body), encoding="utf-8")
     status, modules = _modules("render", str(path), "--api", api, "--json")
     assert status == 0 and WIRE[api] in modules and ADAPTER[api] in modules
+    assert _loaded(modules, ["rich"]) == []  # JSON output is not a styled view
     assert _loaded(modules, [w for a, w in WIRE.items() if a != api]) == []
 
 
