@@ -280,10 +280,10 @@ sys.__stdout__.write(json.dumps([code, before, [m for m in heavy if m in sys.mod
 
 @pytest.mark.parametrize("argv, loaded, env", [
     (["--version"], [], {}),
-    (["tokenize", "hi"], ["tiktoken"], {}),  # output to a pipe: plain text, no rich
+    (["tokenize", "hi"], ["tiktoken", "rich"], {}),  # a view: rich prints it (the bare text to a pipe)
     (["tokenize", "hi"], ["tiktoken", "rich"], {"FORCE_COLOR": "1"}),  # styled output: rich
-    (["render", "--example", "hello", "--json"], ["pydantic", "tiktoken"], {}),
-    (["render", "--example", "hello"], ["pydantic", "tiktoken"], {}),
+    (["render", "--example", "hello", "--json"], ["pydantic", "tiktoken"], {}),  # JSON: no rich
+    (["render", "--example", "hello"], ["pydantic", "tiktoken", "rich"], {}),
     (["render", "--example", "hello"], ["pydantic", "tiktoken", "rich"], {"FORCE_COLOR": "1"}),
     (["render", "--example", "weather", "--json"], ["pydantic", "tiktoken", "jsonschema"], {}),  # its tool schema is checked
 ])
