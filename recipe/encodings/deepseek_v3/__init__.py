@@ -1,7 +1,13 @@
-"""DeepSeek-V3 encoding (V3 Dec 2024, V3-0324): the :data:`ENCODING` record.
+"""DeepSeek-V3 encoding (V3 Dec 2024, V3-0324): the :data:`ENCODING` record, made from the
+:data:`ROW` data row (:func:`recipe.encodings.v3_shared.family.record`).
 
-- ``template.render_messages(messages, revision)``: the published chat templates (V3-2412, V3-0324).
-- ``render.render(conversation)``: the API path (the V3-0324 template on the equivalent messages).
+- ``template.render_messages(messages, revision)``: the published chat templates (V3-2412, V3-0324),
+  the reference encoder.
+- The API path: the V3-0324 template on the equivalent messages
+  (:func:`recipe.encodings.v3_shared.api.messages_of`). The template renders no tool definitions
+  and no response format (they still reach a constrained decoder through the output constraint); a
+  prefix assistant turn is continued (the prompt ends right after its content, transformers'
+  ``continue_final_message``).
 - Output: :mod:`recipe.encodings.v3_shared.output` with the fenced call syntax.
 
 No thinking; the V3 vocabulary (:func:`recipe.tokenizer.load_v3_tokenizer`).
@@ -9,42 +15,29 @@ No thinking; the V3 vocabulary (:func:`recipe.tokenizer.load_v3_tokenizer`).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
-from recipe.encodings.base import Encoding
-from recipe.encodings.deepseek_v3.render import parsing, render
-from recipe.encodings.v3_shared.constants import EOS, SPECIAL_IDS
-from recipe.encodings.v3_shared.family import FENCED, markup_parser, to_ids
-from recipe.tokenizer import load_v3_tokenizer
+from recipe.conversation import Conversation, ParsingOptions
+from recipe.encodings.deepseek_v3.template import render_messages
+from recipe.encodings.v3_shared.family import FENCED, TemplateFamily, record
 
-__all__ = ["ENCODING", "encode_messages", "encode_messages_to_ids"]
+__all__ = ["ENCODING", "ROW", "encode_messages", "encode_messages_to_ids", "parsing"]
 
 
-def _render(messages: Any, revision: str = "V3-0324", **kwargs: Any) -> Any:
-    from recipe.encodings.deepseek_v3.template import render_messages
-
-    return render_messages(messages, revision, **kwargs)
-
-
-def encode_messages(messages: Any, revision: str = "V3-0324", **kwargs: Any) -> str:
-    """The prompt text of DeepSeek-V3's chat template ``revision``; see :mod:`.template`."""
-    return _render(messages, revision, **kwargs).text
+def parsing(conv: Conversation, default: ParsingOptions) -> ParsingOptions:
+    """V3 output is never reasoning, and the prompt never opens a tool-call block."""
+    return replace(default, thinking_stage=None, starts_in_tool_calls=False)
 
 
-encode_messages_to_ids = to_ids(_render)
-
-#: The DeepSeek-V3 family record.
-ENCODING = Encoding(
-    name="deepseek_v3",
-    render=render,
-    new_parser=markup_parser(FENCED),
-    encode_messages=encode_messages,
-    encode_messages_to_ids=encode_messages_to_ids,
-    special_tokens=SPECIAL_IDS,
-    stop_tokens=(EOS,),
+#: The DeepSeek-V3 family's data row.
+ROW = TemplateFamily(
+    name="deepseek_v3", label="DeepSeek-V3", template=render_messages, revision="V3-0324", api_revision="V3-0324",
+    syntax=FENCED, thinking="never", parsing=parsing,
     models=("deepseek-v3", "deepseek-v3-0324", "DeepSeek-V3", "DeepSeek-V3-0324",
             "deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3-0324"),
-    tokenizer=load_v3_tokenizer,
-    thinking="never",
-    parsing=parsing,
 )
+
+#: The DeepSeek-V3 family record.
+ENCODING = record(ROW)
+encode_messages = ENCODING.encode_messages
+encode_messages_to_ids = ENCODING.encode_messages_to_ids
