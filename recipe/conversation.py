@@ -26,6 +26,7 @@ __all__ = [
     "ResponseFormat",
     "OutputConstraint",
     "Sampling",
+    "ExtraSampling",
     "Conversation",
     "ReasoningEffort",
     "ThinkingStage",
@@ -230,14 +231,48 @@ class OutputConstraint:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtraSampling:
+    """The sampling fields vLLM and SGLang take beyond temperature, top_p and seed, as the request
+    gave them (checked; ``None``: the engine's default). Sent to the engine under its own names
+    (docs/serving.md, "Sampling fields"); recipe itself only reads ``stop_token_ids`` (they end the
+    output as EOS does) and ``n`` (one choice per sample).
+
+    Attributes:
+        top_k: keep the k most likely tokens (None: off; a request's 0 or -1 is off).
+        min_p: drop tokens below ``min_p`` times the top token's probability, in [0, 1].
+        presence_penalty, frequency_penalty: OpenAI's penalties, in [-2, 2].
+        repetition_penalty: vLLM / SGLang's multiplicative penalty, > 0 (1 is none).
+        logit_bias: ``(token id, bias)`` pairs, bias in [-100, 100], in the request's order.
+        min_tokens: completion tokens before a stop token may end the output.
+        stop_token_ids: ids that end the output besides the family's EOS (not part of the answer).
+        n: completions to sample for the one prompt (Chat Completions ``n``), at least 1.
+    """
+
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    logit_bias: tuple[tuple[int, float], ...] | None = None
+    min_tokens: int | None = None
+    stop_token_ids: tuple[int, ...] = ()
+    n: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Sampling:
-    """Sampling settings after the API's rules (thinking forces temperature 1.0 and top_p 1.0)."""
+    """Sampling settings after the API's rules (thinking forces temperature 1.0 and top_p 1.0).
+
+    ``extra``: the engines' further sampling fields (:class:`ExtraSampling`), or None when the
+    request set none of them.
+    """
 
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
+    extra: ExtraSampling | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,6 +106,12 @@ class Options:
             SDK's current field; LangChain sends only it) — ``use`` (the completion-token limit,
             checked as ``max_tokens``) or ``ignore`` (deepseek-recipe: no limit, the engine may
             generate to the end of the window). ``max_tokens`` wins when both are given.
+        engine_sampling: the sampling fields of vLLM's and SGLang's own servers (``top_k``,
+            ``min_p``, ``repetition_penalty``, ``presence_penalty`` / ``frequency_penalty``,
+            ``logit_bias``, ``min_tokens``, ``stop_token_ids``, ``seed``, Chat ``n`` > 1;
+            :mod:`recipe.api.engine_sampling`) — ``use`` (checked, then in
+            ``EngineParams.extra`` for the engine) or ``ignore`` (deepseek-recipe: Chat's penalties
+            range-checked only, ``n`` other than 1 refused, the rest dropped).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -125,6 +131,7 @@ class Options:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     long_tool_names: Literal["accept", "reject"] = "accept"
     max_completion_tokens: Literal["use", "ignore"] = "use"
+    engine_sampling: Literal["use", "ignore"] = "use"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included).
@@ -146,6 +153,7 @@ class Options:
             aliases=MappingProxyType({}),
             long_tool_names="reject",
             max_completion_tokens="ignore",
+            engine_sampling="ignore",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

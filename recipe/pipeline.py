@@ -231,6 +231,9 @@ def _grammar(family: Encoding, conversation: Conversation, parsing: ParsingOptio
 def _engine_params(api: str, conv: Conversation, prompt_tokens: int, stops: tuple[int, ...],
                    constraint: Any, options: Options) -> EngineParams:
     s = conv.sampling
+    extra = s.extra
+    if extra is not None and extra.stop_token_ids:
+        stops = tuple(dict.fromkeys([*stops, *extra.stop_token_ids]))
     return EngineParams(
         max_tokens=resolve_max_tokens(api, conv.max_tokens, prompt_tokens, conv.thinking, options),
         stop_token_ids=stops,
@@ -239,6 +242,7 @@ def _engine_params(api: str, conv: Conversation, prompt_tokens: int, stops: tupl
         seed=s.seed,
         logprobs=(s.top_logprobs or 0) if s.logprobs else None,
         constraint=constraint,
+        extra=extra,
     )
 
 

@@ -292,6 +292,12 @@ class VLLMCompletionRequest(_Strict):
     top_p: float | None = None
     top_k: int | None = None
     min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    min_tokens: int | None = None
+    n: int = Field(1, ge=1)
     seed: int | None = None
     stop: list[str] | str | None = None
     stop_token_ids: list[int] | None = None
@@ -315,6 +321,12 @@ class SGLangSamplingParams(_Strict):
     top_p: float | None = None
     top_k: int | None = None
     min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
+    min_new_tokens: int | None = None
+    sampling_seed: int | None = None
     stop: list[str] | str | None = None
     stop_token_ids: list[int] | None = None
     skip_special_tokens: bool = True
@@ -363,6 +375,7 @@ class Script:
         incremental: SGLang: delta ``output_ids`` instead of cumulative.
         sample: with a grammar llguidance takes, sample the output under its mask instead of
             playing ``ids`` (seeded by ``seed``, at most ``budget`` ids).
+        choices: for a request with ``n`` > 1, choice k's ids (default: ``ids`` for each).
     """
 
     ids: list[int]
@@ -376,6 +389,7 @@ class Script:
     sample: bool = False
     seed: int = 0
     budget: int = 300
+    choices: list[list[int]] | None = None
 
 
 @dataclass
@@ -443,6 +457,59 @@ async def _frames(script: Script, seen: Seen, make: Any, ids: list[int]) -> Any:
         raise
 
 
+def _outputs(script: Script, n: int) -> list[list[int]]:
+    """Each choice's ids for a request with ``n`` choices."""
+    outs = script.choices or [script.ids] * n
+    if len(outs) < n:
+        outs = [*outs, *[script.ids] * (n - len(outs))]
+    return outs[:n]
+
+
+async def _vllm_choices(script: Script, seen: Seen, req: VLLMCompletionRequest, base: dict[str, Any]) -> Any:
+    """vLLM's stream for ``n`` > 1: each chunk one choice's delta (``choices[0].index`` = k), choices
+    interleaved; each ends with its finish; then the usage chunk and ``[DONE]``."""
+    outs = _outputs(script, req.n)
+    longest = max(map(len, outs))
+    for start in range(0, max(longest, 1), script.chunk):
+        for k, out in enumerate(outs):
+            if start >= len(out) and not (start == 0 and not out):
+                continue
+            ids = out[start:start + script.chunk]
+            last = start + script.chunk >= len(out)
+            choice = {"index": k, "text": "", "token_ids": ids, "finish_reason": script.finish if last else None,
+                      "stop_reason": None, "logprobs": None}
+            if start == 0:
+                choice["prompt_token_ids"] = req.prompt
+            yield _frame({**base, "choices": [choice], "usage": None})
+        await asyncio.sleep(script.delay)
+    total = sum(map(len, outs))
+    if req.stream_options and req.stream_options.include_usage:
+        yield _frame({**base, "choices": [], "usage": {"prompt_tokens": len(req.prompt), "completion_tokens": total,
+                                                       "total_tokens": len(req.prompt) + total,
+                                                       "prompt_tokens_details": {"cached_tokens": script.cached}}})
+    yield b"data: [DONE]\n\n"
+    seen.finished += 1
+
+
+async def _sglang_choices(script: Script, seen: Seen, req: SGLangGenerateRequest) -> Any:
+    """SGLang's stream for ``n`` > 1: one sub-request per choice (``meta_info.id`` ``{rid}_{k}``),
+    frames tagged ``index`` = k, each choice's ``output_ids`` cumulative; then ``[DONE]``."""
+    n = req.sampling_params.n
+    outs = _outputs(script, n)
+    for start in range(0, max(max(map(len, outs)), 1), script.chunk):
+        for k, out in enumerate(outs):
+            if start >= len(out) and not (start == 0 and not out):
+                continue
+            end = min(start + script.chunk, len(out))
+            fin = {"type": script.finish, "matched": 1} if end >= len(out) else None
+            meta = {"id": f"{req.rid}_{k}", "finish_reason": fin, "prompt_tokens": len(req.input_ids),
+                    "completion_tokens": end, "cached_tokens": script.cached}
+            yield _frame({"output_ids": out[:end], "meta_info": meta, "index": k})
+        await asyncio.sleep(script.delay)
+    yield b"data: [DONE]\n\n"
+    seen.finished += 1
+
+
 def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
     """A fake vLLM ``/v1/completions`` with the structured-outputs ``backend`` (``--structured-outputs-config.
     backend``: auto, xgrammar, guidance, outlines; see the module docstring)."""
@@ -467,6 +534,8 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
         if broken is not None:
             return StreamingResponse(_broken(broken), media_type="text/event-stream")
         base = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": req.model or "m"}
+        if req.n > 1:
+            return StreamingResponse(_vllm_choices(script, seen, req, base), media_type="text/event-stream")
 
         def make(start: int, end: int, last: bool | None) -> list[bytes]:
             if last is None:
@@ -519,6 +588,8 @@ def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar", refusal: s
                     yield _frame({"error": {"message": refused}})
                 yield b"data: [DONE]\n\n"
             return StreamingResponse(error(), media_type="text/event-stream")
+        if req.sampling_params.n > 1:
+            return StreamingResponse(_sglang_choices(script, seen, req), media_type="text/event-stream")
         ids, broken = constrained_output(script, seen, raw["sampling_params"])
         if broken is not None:
             return StreamingResponse(_broken(broken), media_type="text/event-stream")

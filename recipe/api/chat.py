@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from recipe.api import common
+from recipe.api.engine_sampling import extra_sampling, values_of
 from recipe.api.chat_wire import (
     FilePart,
     ImagePart,
@@ -243,12 +244,16 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         raise RequestError("response_format json_object should not be used with prefix", param="response_format")
     if req.temperature is not None or req.top_p is not None:
         common.check_sampling(req.temperature, req.top_p)
-    if req.n is not None and req.n != 1:
-        raise RequestError("Invalid n value (currently only n = 1 is supported)", param="n")
-    for key in ("presence_penalty", "frequency_penalty"):
-        v = getattr(req, key)
-        if v is not None and not -2 <= v <= 2:
-            raise RequestError(f"Invalid {key} value, the valid range of {key} is [-2, 2]", param=key)
+    extra = None
+    if options.engine_sampling == "use":
+        extra = extra_sampling(values_of(req), n_field=True)
+    else:
+        if req.n is not None and req.n != 1:
+            raise RequestError("Invalid n value (currently only n = 1 is supported)", param="n")
+        for key in ("presence_penalty", "frequency_penalty"):
+            v = getattr(req, key)
+            if v is not None and not -2 <= v <= 2:
+                raise RequestError(f"Invalid {key} value, the valid range of {key} is [-2, 2]", param=key)
     if req.top_logprobs is not None and (req.top_logprobs > 20 or not req.logprobs):
         raise RequestError(
             "Invalid top_logprobs and logprobs value, logprobs must be set to true if top_logprobs is used.",
@@ -264,7 +269,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
 
     sampling = common.sampling(
         thinking, tools, req.temperature, req.top_p, seed=req.seed, logprobs=bool(req.logprobs), top_logprobs=req.top_logprobs,
-        rule=rules.top_p,
+        rule=rules.top_p, extra=extra,
     )
     return common.new_conversation(
         messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages,

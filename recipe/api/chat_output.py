@@ -22,6 +22,7 @@ accumulates (api-wire-formats §2.2–2.4, §7); the rules are tabled in docs/st
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from recipe.api.encoder import ChannelLogprobs, ResponseMeta, TokenLogprob
     from recipe.api.prepared import PreparedRequest
 
-__all__ = ["ChatEncoder", "FINISH_REASONS", "chat_finish_reason"]
+__all__ = ["ChatEncoder", "FINISH_REASONS", "chat_finish_reason", "merge_choices", "total_usage"]
 
 #: (backend finish reason, tool calls made and no stop sequence matched) -> Chat ``finish_reason``.
 #: Backend reasons not listed pass through unchanged (the SDK accepts any string).
@@ -81,15 +82,18 @@ class ChatEncoder:
         prep: the prepared Chat request (``request.stream``, ``request.stream_options`` and
             the thinking stage decide the chunk shapes).
         meta: id, model, created, fingerprint and prompt token counts.
+        choice: the ``index`` of the choice this encoder writes (a request with ``n`` > 1 has one
+            encoder per choice; :func:`merge_choices` joins their response objects).
     """
 
     id_prefix: ClassVar[str] = "chatcmpl-"
 
-    __slots__ = ("_meta", "_thinking", "_reasoning_first", "_usage_null", "_head", "_tpl", "_call", "_ftpl")
+    __slots__ = ("_meta", "_thinking", "_reasoning_first", "_usage_null", "_head", "_tpl", "_call", "_ftpl", "_choice")
 
-    def __init__(self, prep: PreparedRequest, meta: ResponseMeta) -> None:
+    def __init__(self, prep: PreparedRequest, meta: ResponseMeta, choice: int = 0) -> None:
         req = prep.request
         self._meta = meta
+        self._choice = choice
         stage = prep.parsing.thinking_stage
         self._thinking = stage is not None
         # a prefix continuation of the answer (thinking mode) opens with content, not reasoning
@@ -117,7 +121,7 @@ class ChatEncoder:
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None, logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
         c = self._head.copy()  # the fixed keys, in order ("choices" replaced in place)
-        c["choices"] = [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]
+        c["choices"] = [{"index": self._choice, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]
         return c
 
     def open(self) -> list[dict[str, Any]]:
@@ -231,6 +235,25 @@ class ChatEncoder:
             c["recipe"] = {"notes": list(finish.notes)}
         return [c]
 
+    def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """The chunk ``{…, "choices": [], "usage": usage}`` that ends a stream of several choices
+        (OpenAI's usage chunk), after each choice's finishing chunk."""
+        c = self._head.copy()
+        c["choices"] = []
+        c["usage"] = usage
+        return c
+
+    def drop_usage(self, chunk: dict[str, Any]) -> dict[str, Any] | None:
+        """Take the ``usage`` off a finishing chunk of :meth:`close` (a stream of several choices
+        reports the request's usage once, in :meth:`usage_chunk`): null when the request's chunks
+        carry the key, else removed. Returns the usage it took."""
+        usage = chunk.get("usage")
+        if self._usage_null:
+            chunk["usage"] = None
+        else:
+            chunk.pop("usage", None)
+        return usage
+
     # ------------------------------------------------------------------ whole response
 
     def response(self, parsed: ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
@@ -258,7 +281,7 @@ class ChatEncoder:
             "model": m.model,
             "choices": [
                 {
-                    "index": 0,
+                    "index": self._choice,
                     "message": message,
                     "logprobs": lp,
                     "finish_reason": chat_finish_reason(reason, len(parsed.tool_calls), parsed.matched_stop),
@@ -284,3 +307,42 @@ class ChatEncoder:
     def done(self) -> bytes:
         """``data: [DONE]\\n\\n``."""
         return sse_done()
+
+
+def total_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The usage of a request with several choices: each choice's ``usage`` (as this encoder writes
+    it: the same prompt counts in each) with the completion counts summed."""
+    out = copy.deepcopy(dict(usages[0]))
+    completion = sum(u["completion_tokens"] for u in usages)
+    out["completion_tokens"] = completion
+    out["total_tokens"] = out["prompt_tokens"] + completion
+    if "completion_tokens_details" in out:
+        out["completion_tokens_details"] = {
+            "reasoning_tokens": sum(u["completion_tokens_details"]["reasoning_tokens"] for u in usages)}
+    return out
+
+
+def merge_choices(bodies: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One ``chat.completion`` for a request with ``n`` choices, from the response object of each
+    choice (``response(prep, ids_k, choice=k)``, in index order): their ``choices`` in one list,
+    :func:`total_usage`, and a choice's notes on that choice (``choices[k]["recipe"]["notes"]``)
+    rather than on the body.
+
+    Raises:
+        ValueError: no bodies.
+    """
+    if not bodies:
+        raise ValueError("merge_choices needs at least one response object")
+    out = dict(bodies[0])
+    out.pop("recipe", None)
+    choices = []
+    for b in bodies:
+        choice = dict(b["choices"][0])
+        if b.get("recipe"):
+            choice["recipe"] = b["recipe"]
+        choices.append(choice)
+    out["choices"] = choices
+    out["usage"] = total_usage([b["usage"] for b in bodies])
+    # (the body's key order: usage and system_fingerprint after choices, as for one choice)
+    out["system_fingerprint"] = out.pop("system_fingerprint")
+    return out

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from recipe.api.wire import U32, U64, WireModel, parse_body
+from recipe.api.wire import U32, U64, EngineSamplingFields, WireModel, parse_body
 
 __all__ = ["ChatCompletionRequest", "parse_chat_request"]
 
@@ -224,7 +224,7 @@ def _choice_check(v: Any) -> Any:
     raise ValueError("expected one of `none`, `auto`, `required` or a tool")  # (sic: deepseek-recipe 0.2.0)
 
 
-class ChatCompletionRequest(WireModel):
+class ChatCompletionRequest(EngineSamplingFields):
     """A Chat Completions request body (the fields that matter; unknown keys are ignored)."""
 
     model: str

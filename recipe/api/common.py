@@ -21,6 +21,7 @@ import orjson
 from recipe.conversation import (
     AssistantMessage,
     Conversation,
+    ExtraSampling,
     ImagePlaceholder,
     Message,
     OutputConstraint,
@@ -136,10 +137,12 @@ def sampling(
     logprobs: bool = False,
     top_logprobs: int | None = None,
     rule: str = "v4",
+    extra: ExtraSampling | None = None,
 ) -> Sampling:
     """Sampling settings after the thinking rules (§1.6): thinking forces temperature 1.0; top_p
-    follows the family's rule (:data:`TOP_P_RULES`); values are stored as f32."""
-    if temperature is None and top_p is None and seed is None and not logprobs and top_logprobs is None:
+    follows the family's rule (:data:`TOP_P_RULES`); values are stored as f32. ``extra``: the
+    engines' further fields (:func:`recipe.api.engine_sampling.extra_sampling`), kept as given."""
+    if temperature is None and top_p is None and seed is None and not logprobs and top_logprobs is None and extra is None:
         return _DEFAULT_SAMPLING[rule, bool(thinking), bool(tools)]  # the common request: nothing sampling-related set
     return Sampling(
         temperature=1.0 if thinking else f32(temperature if temperature is not None else 1.0),
@@ -147,6 +150,7 @@ def sampling(
         seed=seed,
         logprobs=logprobs,
         top_logprobs=top_logprobs,
+        extra=extra,
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from recipe.api import common
+from recipe.api.engine_sampling import extra_sampling, read_seed, values_of
 from recipe.api.messages_wire import (
     Base64ImageSource,
     FileImageSource,
@@ -472,7 +473,11 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     # V4 hoists system text (an empty one adds nothing); V4.1 renders a given one, even empty
     given = req.system is not None if rules.system_in_place else bool(system)
     messages: tuple[Message, ...] = ((SystemMessage(system),) if given else ()) + tuple(body)
-    sampling = common.sampling(thinking, tools, req.temperature, req.top_p, rule=rules.top_p)
+    extra, seed = None, None
+    if options.engine_sampling == "use":
+        extra = extra_sampling(values_of(req), n_field=False)
+        seed = read_seed(req.seed)
+    sampling = common.sampling(thinking, tools, req.temperature, req.top_p, seed=seed, rule=rules.top_p, extra=extra)
     return common.new_conversation(
         messages=messages,
         tools=tools,

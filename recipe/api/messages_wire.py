@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
 
-from recipe.api.wire import U32, U64, WireModel, parse_body
+from recipe.api.wire import U32, U64, EngineSamplingFields, WireModel, parse_body
 from recipe.errors import RequestError
 
 __all__ = ["MessagesRequest", "parse_messages_request"]
@@ -323,11 +323,12 @@ class Metadata(WireModel):
     user_id: str | None = None
 
 
-class MessagesRequest(WireModel):
+class MessagesRequest(EngineSamplingFields):
     """An Anthropic Messages request body (the fields that matter; unknown keys are ignored).
 
-    ``max_tokens`` is optional here (deepseek-recipe accepts its absence). ``top_k``,
-    ``metadata``, ``service_tier`` and top-level ``reasoning_effort`` have no effect.
+    ``max_tokens`` is optional here (deepseek-recipe accepts its absence). ``metadata``,
+    ``service_tier`` and top-level ``reasoning_effort`` have no effect; ``top_k`` and the engines'
+    other sampling fields (:class:`~recipe.api.wire.EngineSamplingFields`) reach the engine.
     """
 
     model: str
@@ -342,7 +343,10 @@ class MessagesRequest(WireModel):
     stop_sequences: list[str] | None = None
     temperature: float | None = None
     top_p: float | None = None
-    top_k: Any = None
+    presence_penalty: Any = None
+    frequency_penalty: Any = None
+    n: Any = None
+    seed: Any = None
     metadata: Metadata | None = None
     stream: bool | None = None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from recipe.conversation import Conversation, ImageSource, OutputConstraint, ParsingOptions
+from recipe.conversation import Conversation, ExtraSampling, ImageSource, OutputConstraint, ParsingOptions
 from recipe.encodings.table import get_encoding
 from recipe.prompt import Prompt
 from recipe.tokenizer import MissingSpecialTokenError
@@ -25,13 +25,16 @@ class EngineParams:
 
     Attributes:
         max_tokens: completion-token limit, always set (:func:`recipe.api.common.resolve_max_tokens`).
-        stop_token_ids: ids that end the output (the encoding's EOS); text stop sequences are not
-            here: recipe matches them on the decoded output and ends the stream itself.
+        stop_token_ids: ids that end the output (the encoding's EOS, then the request's own
+            ``stop_token_ids``); text stop sequences are not here: recipe matches them on the decoded output and ends the stream itself.
         temperature, top_p: sampling after the thinking rules (thinking forces 1.0 / the V4 top_p).
         seed: sampling seed or None.
         logprobs: alternatives per token to report (0 = only the sampled token's), None = off.
         constraint: what a constrained decoder should enforce, or None. Connectors translate it;
             the grammar of :func:`recipe.output_grammar` supersedes it once available.
+        extra: the engines' further sampling fields as the request set them (``top_k``, ``min_p``,
+            penalties, ``logit_bias``, ``min_tokens``, ``n``: :class:`~recipe.conversation.ExtraSampling`),
+            or None; its ``stop_token_ids`` are already in :attr:`stop_token_ids`.
     """
 
     max_tokens: int
@@ -41,6 +44,7 @@ class EngineParams:
     seed: int | None
     logprobs: int | None
     constraint: OutputConstraint | None
+    extra: ExtraSampling | None = None
 
 
 @dataclass(frozen=True, slots=True)

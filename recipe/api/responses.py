@@ -30,6 +30,7 @@ from typing import Any, Union
 import orjson
 
 from recipe.api import common, tool_search
+from recipe.api.engine_sampling import extra_sampling, read_seed, values_of
 from recipe.api.apply_patch import (
     APPLY_PATCH_DESCRIPTIONS,
     APPLY_PATCH_NAME,
@@ -505,9 +506,13 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         raise RequestError("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].", param="top_logprobs")
     max_tokens = common.check_max_tokens(req.max_output_tokens, thinking, options, clamp=False, field="max_output_tokens")
 
+    extra, seed = None, None
+    if options.engine_sampling == "use":
+        extra = extra_sampling(values_of(req), n_field=False)
+        seed = read_seed(req.seed)
     sampling = common.sampling(
-        thinking, tools, req.temperature, req.top_p, logprobs=req.top_logprobs is not None, top_logprobs=req.top_logprobs,
-        rule=rules.top_p,
+        thinking, tools, req.temperature, req.top_p, seed=seed, logprobs=req.top_logprobs is not None,
+        top_logprobs=req.top_logprobs, rule=rules.top_p, extra=extra,
     )
     if not rules.system_in_place:  # V4 hoists system text; an empty one adds nothing (V4.1 keeps it)
         messages = [m for m in messages if not (type(m) is SystemMessage and m.content == "")]

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from recipe.api.wire import U32, WireModel, parse_body
+from recipe.api.wire import U32, EngineSamplingFields, WireModel, parse_body
 
 __all__ = [
     "ResponsesRequest",
@@ -440,11 +440,13 @@ class ReasoningConfig(_SeqStruct):
     generate_summary: Summary | None = None  # type: ignore[valid-type]
 
 
-class ResponsesRequest(WireModel):
+class ResponsesRequest(EngineSamplingFields):
     """A Responses request body (the fields that matter; unknown keys are ignored).
 
     Type-checked but unused for the prompt: ``stream``, ``user``. Not checked at all:
-    ``previous_response_id``, ``store``, ``metadata``, ``parallel_tool_calls``, ``seed``, ``stop``, …
+    ``previous_response_id``, ``store``, ``metadata``, ``parallel_tool_calls``, ``stop``, … ``seed``
+    and the engines' sampling fields (:class:`~recipe.api.wire.EngineSamplingFields`) are checked at
+    conversion and reach the engine.
     """
 
     model: str
@@ -458,6 +460,10 @@ class ResponsesRequest(WireModel):
     temperature: float | None = None
     top_p: float | None = None
     top_logprobs: U8 | None = None
+    presence_penalty: Any = None
+    frequency_penalty: Any = None
+    n: Any = None
+    seed: Any = None
     stream: bool | None = None
     user: str | None = None
     parallel_tool_calls: Any = None  # not type-checked (deepseek-recipe ignores it); False = one call

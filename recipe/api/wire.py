@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from recipe.errors import RequestError
 from recipe.jsonfmt import MAX_DEPTH, loads_request, nesting_message, surrogate_path, too_deep
 
-__all__ = ["WireModel", "U32", "U64", "parse_body", "check_u32", "field_path", "DEPTH_CHECKED"]
+__all__ = ["WireModel", "EngineSamplingFields", "U32", "U64", "parse_body", "check_u32", "field_path", "DEPTH_CHECKED"]
 
 #: serde-style unsigned integers: no floats, no strings, no booleans.
 U32 = Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)]
@@ -25,6 +25,19 @@ class WireModel(BaseModel):
     """Base of every request model: strict scalars, unknown keys ignored, frozen."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class EngineSamplingFields(WireModel):
+    """The fields of vLLM's / SGLang's own servers every API's request may carry at its top level
+    (the openai SDK's ``extra_body``), read as sent and checked at conversion: the sampling fields
+    (:mod:`recipe.api.engine_sampling`; ``Options.engine_sampling``)."""
+
+    top_k: Any = None
+    min_p: Any = None
+    repetition_penalty: Any = None
+    logit_bias: Any = None
+    min_tokens: Any = None
+    stop_token_ids: Any = None
 
 
 #: Discriminator values pydantic puts into error locations after a list index (not real fields).

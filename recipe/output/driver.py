@@ -101,12 +101,16 @@ class CompletionStream:
         tokenizer: the vocabulary (default: the embedded DeepSeek-V4 one).
         model: the model name to echo (default ``prep.model``).
         eos_token_ids: ids that end the output (default: the encoding's stop tokens in the
-            vocabulary, EOS for every DeepSeek family).
+            vocabulary, EOS for every DeepSeek family, and the request's ``stop_token_ids``).
         encoder_options: extra keyword arguments for the API encoder's constructor (Messages:
             ``signature``, ``thinking_tokens``); unknown keys raise ``TypeError``.
+        choice: the choice's ``index`` in the chunks and the response (Chat Completions, whose
+            ``n`` > 1 asks for several: one stream per choice, each fed that choice's output;
+            ``recipe.api.chat_output.merge_choices`` joins their response objects).
 
     Raises:
-        ValueError: negative counts, ``cached_tokens > prompt_tokens``, or an API without an encoder.
+        ValueError: negative counts, ``cached_tokens > prompt_tokens``, an API without an encoder,
+            or a ``choice`` other than 0 outside Chat Completions.
 
     Every method returns payload dicts; :meth:`sse` frames them. Never raises on model output:
     degraded output is reported in the final payload (``"recipe": {"notes": [...]}``).
@@ -130,17 +134,28 @@ class CompletionStream:
         model: str | None = None,
         eos_token_ids: Sequence[int] | None = None,
         encoder_options: Mapping[str, Any] | None = None,
+        choice: int = 0,
     ) -> None:
         cls = ENCODERS.get(prep.api)
         if cls is None:
             raise ValueError(f"no output encoder for the {prep.api} API yet")
+        if choice:
+            if prep.api != "chat" or choice < 0:
+                raise ValueError(f"choice {choice}: several choices exist on Chat Completions only")
+            encoder_options = {**(encoder_options or {}), "choice": choice}
         prompt = len(prep.token_ids) if prompt_tokens is None else prompt_tokens
         if prompt < 0 or cached_tokens < 0 or cached_tokens > prompt:
             raise ValueError(f"need 0 <= cached_tokens ({cached_tokens}) <= prompt_tokens ({prompt})")
         self._prep = prep
         family = get_encoding(prep.encoding)
         self._tok = tok = tokenizer or family.tokenizer()
-        stops = family.stop_ids(tok) if eos_token_ids is None else eos_token_ids
+        if eos_token_ids is None:
+            stops: Sequence[int] = family.stop_ids(tok)
+            extra = prep.conversation.sampling.extra
+            if extra is not None and extra.stop_token_ids:  # the request's own stop ids end it as EOS does
+                stops = tuple(dict.fromkeys([*stops, *extra.stop_token_ids]))
+        else:
+            stops = eos_token_ids
         self._parser = family.new_parser(prep.parsing, tok, tool_call_id=seed, eos_token_ids=stops)
         meta = ResponseMeta(
             id=response_id if response_id is not None else new_response_id(cls.id_prefix, seed),
@@ -392,10 +407,11 @@ def response(
     model: str | None = None,
     eos_token_ids: Sequence[int] | None = None,
     encoder_options: Mapping[str, Any] | None = None,
+    choice: int = 0,
 ) -> dict[str, Any]:
     """The non-streamed response (Chat: a ``chat.completion`` object) for a whole model output.
 
-    Arguments as :class:`CompletionStream`; ``finish`` is the backend's finish reason (ignored when
+    Arguments as :class:`CompletionStream` (``choice``: the one choice this output is); ``finish`` is the backend's finish reason (ignored when
     EOS or a stop sequence ended the output first); ``logprobs`` as for :meth:`CompletionStream.push`.
     Equals what an SDK accumulates from the stream of the same output in any chunking, except that
     ``completion_tokens`` stops at the id completing a stop sequence (a streamed push that contains the
@@ -404,7 +420,7 @@ def response(
     cs = CompletionStream(
         prep, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, response_id=response_id,
         created=created, seed=seed, system_fingerprint=system_fingerprint, tokenizer=tokenizer,
-        model=model, eos_token_ids=eos_token_ids, encoder_options=encoder_options,
+        model=model, eos_token_ids=eos_token_ids, encoder_options=encoder_options, choice=choice,
     )
     cs._events = []
     if prep.parsing.stop_sequences and logprobs is None:

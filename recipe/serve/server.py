@@ -34,6 +34,7 @@ from recipe.serve.config import ServeConfig
 from recipe.serve.engines import as_engine
 from recipe.serve.engines.base import Engine
 from recipe.serve.errors import ServeError, error_json
+from recipe.serve.choices import run_choices
 from recipe.serve.generation import Job, json_response, retry_headers, run
 from recipe.serve.guard import Drain
 from recipe.serve.metrics import CONTENT_TYPE, Metrics
@@ -81,6 +82,17 @@ def _prompt_ids(prep: Any) -> list[int]:
         raise ServeError("invalid_request", f"The model {prep.model} cannot be served with this server's vocabulary: "
                          f"{prep.token_ids_note}", "model")
     return prep.ids
+
+
+def _choices(prep: Any, engine: Any) -> int:
+    """The number of choices the request asks for (Chat ``n``); a 400 on ``n`` when it is over 1 and
+    the engine does not sample several choices of one prompt (no true ``serves_n``)."""
+    extra = prep.engine.extra if prep.engine is not None else None
+    n = extra.n if extra is not None else 1
+    if n > 1 and not getattr(engine, "serves_n", False):
+        raise ServeError("invalid_request", f"Invalid n value: this server's engine ({getattr(engine, 'name', 'engine')}) "
+                         "samples one choice per request; send n = 1", "n")
+    return n
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -180,6 +192,7 @@ class GenerationRoute:
             if route.index_failed:
                 m.index_errors.inc()
             replica = route.replica
+            n = _choices(prep, replica.engine)
             m.child(m.routed, replica.name).inc()
             job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
@@ -191,7 +204,11 @@ class GenerationRoute:
             try:
                 # without a limit no request is refused, so the slot can wait for the end of the
                 # handler: the stream's frames skip the wrapper
-                await run(job, receive, send_last_releases if limit is not None else send)
+                reply = send_last_releases if limit is not None else send
+                if n > 1:
+                    await run_choices(job, receive, reply, n)
+                else:
+                    await run(job, receive, reply)
             finally:
                 replica.in_flight -= 1
         except (ServeError, RequestError) as err:

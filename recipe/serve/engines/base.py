@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from recipe.api.prepared import PreparedRequest
-from recipe.conversation import OutputConstraint
+from recipe.conversation import ExtraSampling, OutputConstraint
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -70,6 +70,9 @@ class EngineRequest:
             remote connectors ignore it.
         constrain: the server's constrain level (:data:`ConstrainLevel`): ``full`` lets a connector
             send the turn grammar; ``format`` only the engine's plain JSON / regex fields.
+        extra: the further sampling fields the request set (``top_k``, ``min_p``, penalties,
+            ``logit_bias``, ``min_tokens``, ``n``: :class:`~recipe.conversation.ExtraSampling`), or
+            None; the vLLM and SGLang connectors send each under the engine's name.
     """
 
     request_id: str
@@ -84,6 +87,7 @@ class EngineRequest:
     cache_salt: str | None = None
     prepared: PreparedRequest | None = None
     constrain: str = "full"
+    extra: ExtraSampling | None = None
 
     @classmethod
     def from_prepared(cls, prep: PreparedRequest, request_id: str, cache_salt: str | None = None,
@@ -100,7 +104,7 @@ class EngineRequest:
         c = e.constraint if constrain == "full" else constraint_at(e.constraint, constrain)
         return cls(
             request_id, prep.token_ids, e.max_tokens, e.temperature, e.top_p, e.seed, e.stop_token_ids, e.logprobs, c,
-            cache_salt, prep, constrain)
+            cache_salt, prep, constrain, e.extra)
 
     @property
     def grammar(self) -> OutputGrammar | None:
@@ -128,6 +132,8 @@ class EngineDelta:
         prompt_tokens, cached_tokens: the engine's prompt and prefix-cache counts when it reports them
             (first delta or last), else None.
         message: the engine's reason for ``abort`` / ``error``.
+        index: the choice the delta belongs to (0 … ``n - 1`` for a request with
+            ``extra.n`` choices, each ending with its own finish; always 0 otherwise).
     """
 
     token_ids: Sequence[int] = ()
@@ -136,6 +142,7 @@ class EngineDelta:
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     message: str | None = None
+    index: int = 0
 
 
 #: ``EngineDelta`` itself, by the name engines build their deltas with (fields in order).
@@ -168,6 +175,10 @@ class Engine(Protocol):
     ``generate`` returns an async iterator of :class:`EngineDelta`; closing it (``aclose()``, or
     cancelling the task iterating it) must abort the request upstream. It raises
     :class:`EngineError` for failures. ``aclose`` releases connections at server shutdown.
+
+    An engine that samples several choices of one prompt (``request.extra.n`` > 1, Chat
+    Completions ``n``) says so with a true ``serves_n`` attribute and tags each delta with its
+    choice's ``index``; the server refuses ``n`` > 1 (a 400 on ``n``) for an engine without it.
     """
 
     name: str

@@ -2,7 +2,9 @@
 
 Wire format (SGLang 0.5 ``GenerateReqInput`` and ``docs/basic_usage/sampling_params.md``): the
 request sends ``input_ids``, ``sampling_params`` (``max_new_tokens`` always, ``temperature``,
-``top_p``, ``stop_token_ids``, ``skip_special_tokens: false``, ``no_stop_trim: true``, and one
+``top_p``, ``stop_token_ids``, ``skip_special_tokens: false``, ``no_stop_trim: true``, the seed as
+``sampling_seed``, the request's ``top_k``, ``min_p``, ``presence_penalty``, ``frequency_penalty``,
+``repetition_penalty``, ``logit_bias``, ``min_tokens`` as ``min_new_tokens``, ``n``, and one
 constraint: the turn grammar as ``structural_tag`` (JSON text; SGLang's default xgrammar backend)
 or, with ``&grammar=lark``, as ``ebnf`` (the llguidance Lark; ``--grammar-backend llguidance``), or a
 ``response_format`` as ``json_schema`` / ``regex``), ``stream``, ``rid`` (the request id), logprob fields and
@@ -11,7 +13,7 @@ ids with ``incremental_streaming_output``; both are handled (new ids are ``outpu
 ``len(output_ids) == meta_info.completion_tokens``, else all of ``output_ids``) — and ``meta_info``
 (``finish_reason`` ``{"type": "stop"|"length"|"abort", …}``, ``prompt_tokens``, ``cached_tokens``).
 SGLang aborts a disconnected stream only after 2 s, so closing a request early also sends
-``POST /abort_request {"rid": …}``. The sampling seed is not forwarded. SGLang compiles grammars in
+``POST /abort_request {"rid": …}``. SGLang compiles grammars in
 its scheduler, after the stream has started, so it refuses one (a grammar it cannot compile; any
 grammar with ``--grammar-backend none`` or ``--skip-tokenizer-init``) inside the stream: an
 ``error`` frame (its tokenizer manager raising ``ValueError``) or, in newer versions, an ``abort``
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
 from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
 
@@ -44,6 +47,11 @@ def sglang_body(req: EngineRequest, grammar: OutputGrammar | None = None, form: 
         "skip_special_tokens": False,
         "no_stop_trim": True,
     }
+    if req.seed is not None:
+        params["sampling_seed"] = req.seed
+    x = req.extra
+    if x is not None:
+        _extra_params(params, x)
     so = None if grammar is not None else structured_output(req)
     if grammar is not None:
         if form == "lark":
@@ -68,6 +76,21 @@ def sglang_body(req: EngineRequest, grammar: OutputGrammar | None = None, form: 
     return body
 
 
+def _extra_params(params: dict[str, Any], x: ExtraSampling) -> None:
+    """The request's further sampling fields under SGLang's ``sampling_params`` names
+    (``min_tokens`` is ``min_new_tokens``); ``n`` only when above 1."""
+    for name in ("top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
+        value = getattr(x, name)
+        if value is not None:
+            params[name] = value
+    if x.min_tokens is not None:
+        params["min_new_tokens"] = x.min_tokens
+    if x.logit_bias is not None:
+        params["logit_bias"] = {str(tid): bias for tid, bias in x.logit_bias}
+    if x.n > 1:
+        params["n"] = x.n
+
+
 def _pairs(meta: dict[str, Any], start: int, end: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
     """``meta_info.output_token_logprobs`` ``[[logprob, id, text], …]`` (+ ``output_top_logprobs``)
     entries ``start:end`` as CompletionStream pairs, or None when absent or short."""
@@ -86,52 +109,68 @@ class SGLangEngine(HTTPEngine):
     """An SGLang server (see the module docstring). Arguments as :class:`HTTPEngine`."""
 
     path = "/generate"
+    serves_n = True
 
     def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
         """One ``/generate`` stream for ``req`` (see :meth:`HTTPEngine.generate`)."""
         return self._attempt(req, grammar)
 
     async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+        # with n > 1 SGLang runs one sub-request per choice: each frame names its choice in
+        # ``index`` (and its sub-request in ``meta_info.id``), each choice's output_ids are its own
+        n = req.extra.n if req.extra is not None else 1
         finished = False
+        rids = {req.request_id}
         try:
             async with self.stream(self.path, sglang_body(req, grammar, self.grammar_form)) as response:
-                seen = 0
+                seen = [0] * n
+                done: set[int] = set()
                 async for obj in sse_objects(response):
                     err = obj.get("error")
                     if err:
                         finished = True
                         message = err.get("message") if isinstance(err, dict) else str(err)
-                        if seen == 0:  # a ValueError before any output: SGLang refused the request
+                        if not any(seen):  # a ValueError before any output: SGLang refused the request
                             raise EngineError("bad_request", f"the engine refused the request: {message}")
                         raise EngineError("failed", f"engine error: {message}")
                     out = obj.get("output_ids")
                     meta = obj.get("meta_info") or {}
                     if not isinstance(out, list) or not all(type(i) is int and i >= 0 for i in out) or not isinstance(meta, dict):
                         raise EngineError("protocol", f"SGLang frame without output_ids / meta_info: {str(obj)[:200]}")
+                    k = obj.get("index", 0) if n > 1 else 0
+                    if type(k) is not int or not 0 <= k < n:
+                        raise EngineError("protocol", f"SGLang frame index {k!r} outside 0..{n - 1}")
+                    if n > 1 and isinstance(meta.get("id"), str):
+                        rids.add(meta["id"])
+                    if k in done:
+                        continue  # ids after that choice's finish
+                    s = seen[k]
                     total = meta.get("completion_tokens")
-                    cumulative = total is not None and len(out) == total and len(out) >= seen
-                    new = out[seen:] if cumulative else out
+                    cumulative = total is not None and len(out) == total and len(out) >= s
+                    new = out[s:] if cumulative else out
                     lps = None
                     if req.logprobs is not None:
-                        lps = _pairs(meta, seen, len(out)) if cumulative else _pairs(meta, 0, len(out))
-                    seen += len(new)
+                        lps = _pairs(meta, s, len(out)) if cumulative else _pairs(meta, 0, len(out))
+                    seen[k] = s + len(new)
                     fin = meta.get("finish_reason")
                     finish = None
                     if fin is not None:
-                        finished = True
+                        done.add(k)
+                        finished = len(done) == n
                         kind = fin.get("type") if isinstance(fin, dict) else fin
-                        if kind not in ("stop", "length"):
+                        if kind not in ("stop", "length"):  # (with n > 1 the other choices are aborted)
                             message = fin.get("message") if isinstance(fin, dict) else None
                             status = fin.get("status_code") if isinstance(fin, dict) else None
-                            if kind == "abort" and status == 400 and seen == 0:
+                            if kind == "abort" and status == 400 and not any(seen):
                                 raise EngineError("bad_request", f"the engine refused the request (400): {message}", 400)
                             raise EngineError("failed", f"SGLang ended the request: {kind}{': ' + message if message else ''}")
                         finish = kind
                     if new or finish is not None:
-                        yield EngineDelta(new, lps, finish, meta.get("prompt_tokens"), meta.get("cached_tokens"))
+                        yield EngineDelta(new, lps, finish, meta.get("prompt_tokens"), meta.get("cached_tokens"), None, k)
                     if finished:
                         return
                 raise EngineError("unavailable", "SGLang closed the stream before the output finished")
         finally:
             if not finished:
-                await self.post("/abort_request", {"rid": req.request_id})
+                for rid in sorted(rids):
+                    await self.post("/abort_request", {"rid": rid})

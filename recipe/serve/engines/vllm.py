@@ -3,7 +3,9 @@
 Wire format (vLLM v0.12 and later; ``vllm/entrypoints/openai/completion/protocol.py``): the request
 sends ``prompt`` as token ids, ``max_tokens`` always (vLLM defaults it to 16), ``stream`` with
 ``stream_options.include_usage``, ``return_token_ids`` (each chunk's ``choices[0].token_ids`` holds
-that chunk's new ids), ``skip_special_tokens: false``, ``stop_token_ids``, sampling, ``logprobs``
+that chunk's new ids), ``skip_special_tokens: false``, ``stop_token_ids``, sampling (``temperature``,
+``top_p``, ``seed`` and the request's ``top_k``, ``min_p``, ``presence_penalty``,
+``frequency_penalty``, ``repetition_penalty``, ``logit_bias``, ``min_tokens``, ``n``), ``logprobs``
 with ``return_tokens_as_token_ids`` (alternatives keyed ``"token_id:N"``), ``cache_salt`` (the
 tenant's) and the constraint in ``structured_outputs`` — exactly one of its fields (the ``guided_*``
 fields were removed in v0.12 and would be ignored): the turn grammar as ``structural_tag`` (the
@@ -23,6 +25,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
 from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
 
@@ -63,6 +66,9 @@ def vllm_body(req: EngineRequest, model: str | None = None, grammar: OutputGramm
         body["return_tokens_as_token_ids"] = True
     if req.cache_salt:
         body["cache_salt"] = req.cache_salt
+    x = req.extra
+    if x is not None:
+        _extra_fields(body, x)
     if grammar is not None:
         fields = grammar.engine_fields(_FIELDS[form])  # type: ignore[arg-type]
         body["structured_outputs"] = fields["structured_outputs"]
@@ -73,6 +79,19 @@ def vllm_body(req: EngineRequest, model: str | None = None, grammar: OutputGramm
         kind, value = so
         body["structured_outputs"] = {"json_object": True} if kind == "json_object" else {kind: value}
     return body
+
+
+def _extra_fields(body: dict[str, Any], x: ExtraSampling) -> None:
+    """The request's further sampling fields under vLLM's names (``SamplingParams``; the same names
+    on ``/v1/completions``); ``n`` only when above 1."""
+    for name in ("top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens"):
+        value = getattr(x, name)
+        if value is not None:
+            body[name] = value
+    if x.logit_bias is not None:
+        body["logit_bias"] = {str(tid): bias for tid, bias in x.logit_bias}
+    if x.n > 1:
+        body["n"] = x.n
 
 
 def _token_id(key: Any) -> int:
@@ -108,10 +127,60 @@ class VLLMEngine(HTTPEngine):
     """A vLLM server (see the module docstring). Arguments as :class:`HTTPEngine`."""
 
     path = "/v1/completions"
+    serves_n = True
 
     def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
-        """One ``/v1/completions`` stream for ``req`` (see :meth:`HTTPEngine.generate`)."""
+        """One ``/v1/completions`` stream for ``req`` (see :meth:`HTTPEngine.generate`); with
+        ``extra.n`` > 1 its choices' deltas, each tagged with its ``index``."""
+        if req.extra is not None and req.extra.n > 1:
+            return self._attempt_n(req, grammar, req.extra.n)
         return self._attempt(req, grammar)
+
+    async def _attempt_n(self, req: EngineRequest, grammar: OutputGrammar | None, n: int) -> AsyncIterator[EngineDelta]:
+        """The stream of an ``n``-choice request: chunks carry ``choices[k].index``; each choice's
+        finishing delta is held until the usage chunk, which ends the request (its prompt and cached
+        counts go on the last one)."""
+        async with self.stream(self.path, vllm_body(req, self.model, grammar, self.grammar_form)) as response:
+            held: dict[int, EngineDelta] = {}
+            prompt: int | None = None
+            async for obj in sse_objects(response):
+                err = obj.get("error")
+                if err:
+                    message = err.get("message") if isinstance(err, dict) else str(err)
+                    raise EngineError("failed", f"engine error: {message}")
+                if isinstance(obj.get("usage"), dict) and len(held) == n:
+                    usage = obj["usage"]
+                    details = usage.get("prompt_tokens_details") or {}
+                    last = [held[k] for k in range(n)]
+                    for d in last[:-1]:
+                        yield d
+                    d = last[-1]
+                    yield EngineDelta(d.token_ids, d.logprobs, d.finish, usage.get("prompt_tokens", prompt),
+                                      details.get("cached_tokens"), None, d.index)
+                    return
+                for c in obj.get("choices") or []:
+                    k = c.get("index")
+                    if type(k) is not int or not 0 <= k < n:
+                        raise EngineError("protocol", f"vLLM choice index {k!r} outside 0..{n - 1}")
+                    if k in held:
+                        continue  # ids after that choice's finish
+                    if prompt is None and isinstance(c.get("prompt_token_ids"), list):
+                        prompt = len(c["prompt_token_ids"])
+                    ids = _ids(c.get("token_ids"))
+                    lps = _logprobs(c.get("logprobs"), len(ids)) if req.logprobs is not None else None
+                    reason = c.get("finish_reason")
+                    if reason is not None:
+                        finish = _FINISH.get(reason)
+                        if finish is None:
+                            raise EngineError("failed", f"vLLM ended the request: finish_reason {reason!r} "
+                                                        f"(stop_reason {c.get('stop_reason')!r})")
+                        held[k] = EngineDelta(ids, lps, finish, prompt, None, None, k)
+                    elif ids:
+                        yield EngineDelta(ids, lps, None, prompt, None, None, k)
+            if len(held) < n:
+                raise EngineError("unavailable", "vLLM closed the stream before the output finished")
+            for k in range(n):
+                yield held[k]
 
     async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
         async with self.stream(self.path, vllm_body(req, self.model, grammar, self.grammar_form)) as response:
