@@ -112,6 +112,10 @@ class Options:
             :mod:`recipe.api.engine_sampling`) — ``use`` (checked, then in
             ``EngineParams.extra`` for the engine) or ``ignore`` (deepseek-recipe: Chat's penalties
             range-checked only, ``n`` other than 1 refused, the rest dropped).
+        chat_template_kwargs: the ``thinking`` / ``enable_thinking`` switch of a request's
+            ``chat_template_kwargs`` (how vLLM and SGLang users turn DeepSeek's thinking off) —
+            ``use`` (a thinking switch, as ``thinking.type``; the API's own ``thinking`` object wins)
+            or ``ignore`` (deepseek-recipe: the field is dropped).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -132,6 +136,7 @@ class Options:
     long_tool_names: Literal["accept", "reject"] = "accept"
     max_completion_tokens: Literal["use", "ignore"] = "use"
     engine_sampling: Literal["use", "ignore"] = "use"
+    chat_template_kwargs: Literal["use", "ignore"] = "use"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included).
@@ -154,6 +159,7 @@ class Options:
             long_tool_names="reject",
             max_completion_tokens="ignore",
             engine_sampling="ignore",
+            chat_template_kwargs="ignore",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

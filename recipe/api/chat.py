@@ -202,7 +202,8 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
                 )
     if not req.messages:
         raise RequestError("Empty input messages", param="messages")
-    thinking, effort = common.resolve_thinking(req.thinking.type if req.thinking else None, req.reasoning_effort, options, encoding)
+    switch = req.thinking.type if req.thinking else common.template_thinking(req.chat_template_kwargs, options)
+    thinking, effort = common.resolve_thinking(switch, req.reasoning_effort, options, encoding)
 
     messages = _convert_and_pair(list(req.messages), rules)
     # empty system messages are dropped before the prefix rules apply (deepseek-recipe, V4 and V4.1):

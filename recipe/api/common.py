@@ -46,6 +46,8 @@ __all__ = [
     "family_rules",
     "TOP_P_RULES",
     "resolve_thinking",
+    "template_thinking",
+    "TEMPLATE_THINKING_KEYS",
     "build_tool",
     "check_tool_name",
     "check_strict_mixing",
@@ -176,6 +178,40 @@ def family_rules(model: str, options: Options) -> RequestRules:
     """The request rules of the model family ``model`` maps to (:func:`check_model`'s 400 for an
     unknown name)."""
     return get_encoding(check_model(model, options)).request
+
+
+#: The ``chat_template_kwargs`` keys that switch thinking (DeepSeek's templates in vLLM and SGLang
+#: read ``thinking``; Qwen-style clients send ``enable_thinking``).
+TEMPLATE_THINKING_KEYS = ("thinking", "enable_thinking")
+
+
+def template_thinking(kwargs: Any, options: Options) -> str | None:
+    """The thinking switch of a request's ``chat_template_kwargs`` (how vLLM and SGLang users turn
+    DeepSeek's thinking on or off) as a ``thinking.type``: ``enabled``, ``disabled``, or None when
+    it has neither key (or ``options.chat_template_kwargs`` is ``ignore``: deepseek-recipe drops the
+    field). Other keys have no effect: recipe renders the model's template itself.
+
+    Raises:
+        RequestError: ``chat_template_kwargs`` is not an object, a switch is not a boolean, or the two
+            keys disagree (``param``: the field's path).
+    """
+    if kwargs is None or options.chat_template_kwargs == "ignore":
+        return None
+    if not isinstance(kwargs, dict):
+        raise RequestError("Invalid chat_template_kwargs value: expected an object", param="chat_template_kwargs")
+    found = None
+    for key in TEMPLATE_THINKING_KEYS:
+        value = kwargs.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise RequestError(f"Invalid chat_template_kwargs.{key} value: expected true or false",
+                               param=f"chat_template_kwargs.{key}")
+        if found is not None and value != found:
+            raise RequestError("chat_template_kwargs.thinking and chat_template_kwargs.enable_thinking disagree",
+                               param=f"chat_template_kwargs.{key}")
+        found = value
+    return None if found is None else "enabled" if found else "disabled"
 
 
 def resolve_thinking(

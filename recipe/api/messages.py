@@ -442,7 +442,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     if not req.messages:
         raise RequestError("messages: at least one message is required", param="messages")
     thinking, effort = common.resolve_thinking(
-        req.thinking.type if req.thinking else None,
+        req.thinking.type if req.thinking else common.template_thinking(req.chat_template_kwargs, options),
         req.output_config.effort if req.output_config else None,
         options,
         encoding,

@@ -473,7 +473,8 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     encoding = common.check_model(req.model, options)
     rules = get_encoding(encoding).request
     effort_level = req.reasoning.effort if req.reasoning else None
-    thinking, effort = common.resolve_thinking(None, effort_level, options, encoding)
+    thinking, effort = common.resolve_thinking(common.template_thinking(req.chat_template_kwargs, options), effort_level,
+                                               options, encoding)
     tool_list = req.tools or ()
     _check_tools(tool_list, options)
     if rules.tool_search and isinstance(req.input, list):  # the tools searches found, checked with the request's

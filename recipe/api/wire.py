@@ -30,7 +30,9 @@ class WireModel(BaseModel):
 class EngineSamplingFields(WireModel):
     """The fields of vLLM's / SGLang's own servers every API's request may carry at its top level
     (the openai SDK's ``extra_body``), read as sent and checked at conversion: the sampling fields
-    (:mod:`recipe.api.engine_sampling`; ``Options.engine_sampling``)."""
+    (:mod:`recipe.api.engine_sampling`; ``Options.engine_sampling``) and ``chat_template_kwargs``
+    (its ``thinking`` / ``enable_thinking`` switch: :func:`recipe.api.common.template_thinking`;
+    ``Options.chat_template_kwargs``)."""
 
     top_k: Any = None
     min_p: Any = None
@@ -38,6 +40,7 @@ class EngineSamplingFields(WireModel):
     logit_bias: Any = None
     min_tokens: Any = None
     stop_token_ids: Any = None
+    chat_template_kwargs: Any = None
 
 
 #: Discriminator values pydantic puts into error locations after a list index (not real fields).
