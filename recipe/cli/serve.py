@@ -24,6 +24,9 @@ from typing import Any
 
 __all__ = ["register", "build"]
 
+#: ``--store-ttl``'s default (recipe.store.conversations.DEFAULT_TTL: 30 days).
+DEFAULT_TTL_TEXT = "30d"
+
 
 def _default_store() -> str:
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -37,6 +40,24 @@ def _seconds(text: str) -> float | None:
     value = float(text)
     if not value > 0 or value != value or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: want seconds > 0, or 0 / off")
+    return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _ttl(text: str) -> float | None:
+    """argparse type: a retention time — seconds, or a number with ``s`` / ``m`` / ``h`` / ``d``
+    (``30d``); 0 / ``off`` / ``none``: kept until deleted."""
+    if text in ("0", "off", "none"):
+        return None
+    unit = _UNITS.get(text[-1:], None)
+    try:
+        value = float(text[:-1] if unit else text) * (unit or 1)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: want a time > 0 (seconds, or 12h, 30d …), or 0 / off")
     return value
 
 
@@ -59,6 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--store", metavar="URL", default=None,
                    help="conversation store: sqlite:PATH (default ~/.local/state/recipe/responses.sqlite3), "
                         "redis://HOST:PORT/DB, or memory")
+    p.add_argument("--store-ttl", type=_ttl, default=DEFAULT_TTL_TEXT, metavar="TIME",
+                   help="how long stored responses are kept, from their creation: seconds or 12h, 30d … "
+                        "(default 30d, as OpenAI keeps them); 0 or off: until deleted")
     p.add_argument("--index", metavar="URL", default="memory", help="prefix index for routing: memory or redis://…")
     p.add_argument("--max-concurrency", type=_positive, metavar="N", help="requests in flight; more get 429 / 529")
     p.add_argument("--alias", action="append", default=[], metavar="NAME=TARGET[:thinking|:chat]",
@@ -92,21 +116,21 @@ class _Bad(Exception):
         self.status = status
 
 
-def _store(url: str) -> Any:
+def _store(url: str, ttl: float | None = None) -> Any:
     from recipe.store.conversations import MemoryStore, SQLiteStore
 
     if url == "memory":
-        return MemoryStore()
+        return MemoryStore(ttl=ttl)
     if url.startswith("sqlite:"):
         try:
-            return SQLiteStore(url[len("sqlite:"):])
+            return SQLiteStore(url[len("sqlite:"):], ttl=ttl)
         except Exception as exc:  # sqlite3.Error, OSError: the file cannot be created, opened or read
             raise _Bad(f"--store {url}: {exc}", 1) from None
     if url.startswith(("redis://", "rediss://", "unix://")):
         from recipe.store.redis_store import RedisStore
 
         try:
-            return RedisStore.from_url(url)
+            return RedisStore.from_url(url, ttl=ttl)
         except ValueError as exc:  # a malformed URL (the server is reached only by requests)
             raise _Bad(f"--store {url}: {exc}") from None
     raise _Bad(f"--store {url!r}: want sqlite:PATH, redis://… or memory")
@@ -176,7 +200,7 @@ def build(ns: argparse.Namespace) -> Any:
         raise _Bad(_naming("api keys file ", str(exc)), 1) from None
     engines = [_engine(spec) for spec in ns.engine or ["demo"]]
     index = _index(ns.index)
-    store = _store(ns.store or _default_store())
+    store = _store(ns.store or _default_store(), getattr(ns, "store_ttl", None))
     try:
         return app(engines=engines, options=options, config=config, store=store, index=index, tenants=tenants,
                    tokenizer=getattr(ns, "tokenizer", None))

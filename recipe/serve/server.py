@@ -35,6 +35,7 @@ from recipe.serve.engines import as_engine
 from recipe.serve.engines.base import Engine
 from recipe.serve.errors import ServeError, error_json
 from recipe.serve.choices import run_choices
+from recipe.serve.extra_routes import extra_routes
 from recipe.serve.generation import Job, json_response, retry_headers, run
 from recipe.serve.guard import Drain
 from recipe.serve.metrics import CONTENT_TYPE, Metrics
@@ -315,6 +316,7 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
     return [
         *routes,
         Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+        *extra_routes(st, _tenant, _error),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),

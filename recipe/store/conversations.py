@@ -6,7 +6,10 @@ items and the response's output items (:func:`remember`); a later request naming
 ``instructions`` are not carried over (OpenAI Responses semantics). Backends: in memory, SQLite (a
 file; survives restarts) and Redis (:mod:`recipe.store.redis_store`, shared by a replica fleet).
 :class:`ScopedStore` gives each tenant its own id space over one backend. A backend that cannot be
-reached raises :class:`StoreUnavailable`, never a wrong or missing record.
+reached raises :class:`StoreUnavailable`, never a wrong or missing record. Records expire
+``ttl`` seconds after their ``created_at`` (every backend; ``recipe serve --store-ttl``, default
+:data:`DEFAULT_TTL`: OpenAI keeps stored responses 30 days) and can be deleted
+(``DELETE /v1/responses/{id}``).
 """
 
 from __future__ import annotations
@@ -40,10 +43,18 @@ __all__ = [
     "relocate_error",
     "remember",
     "MAX_CHAIN",
+    "DEFAULT_TTL",
 ]
 
 #: Longest ``previous_response_id`` chain followed (guards against cycles and runaway histories).
 MAX_CHAIN = 10_000
+#: Seconds a stored response lives by default in ``recipe serve`` (30 days, as OpenAI stores responses).
+DEFAULT_TTL = 30 * 24 * 3600
+
+
+def _expired(created_at: int, ttl: float | None, now: float | None = None) -> bool:
+    """A record created at ``created_at`` (Unix seconds) is past ``ttl`` seconds (None: never)."""
+    return ttl is not None and created_at + ttl <= (time.time() if now is None else now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +91,20 @@ class ConversationStore(Protocol):
         """Store ``record`` under ``record.id`` (replacing an older record with that id)."""
 
     def load(self, response_id: str) -> StoredResponse | None:
-        """The record stored under ``response_id``, or None."""
+        """The record stored under ``response_id``, or None (also once it expired)."""
+
+    def delete(self, response_id: str) -> bool:
+        """Remove the record stored under ``response_id``; True when there was one (an expired
+        record counts as none)."""
 
 
 class MemoryStore:
-    """In-process store, least recently used records evicted past ``max_entries``."""
+    """In-process store, least recently used records evicted past ``max_entries``; a record is
+    gone ``ttl`` seconds after its ``created_at`` (None: kept until evicted)."""
 
-    def __init__(self, max_entries: int = 100_000) -> None:
+    def __init__(self, max_entries: int = 100_000, ttl: float | None = None) -> None:
         self.max_entries = max_entries
+        self.ttl = ttl
         self._data: OrderedDict[str, StoredResponse] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -103,17 +120,31 @@ class MemoryStore:
         """The record for ``response_id`` or None."""
         with self._lock:
             rec = self._data.get(response_id)
+            if rec is not None and _expired(rec.created_at, self.ttl):
+                del self._data[response_id]
+                return None
             if rec is not None:
                 self._data.move_to_end(response_id)
             return rec
 
+    def delete(self, response_id: str) -> bool:
+        """Remove ``response_id``'s record; True when there was one (not expired)."""
+        with self._lock:
+            rec = self._data.pop(response_id, None)
+        return rec is not None and not _expired(rec.created_at, self.ttl)
+
 
 class SQLiteStore:
-    """A store in one SQLite file (created if missing); records survive process restarts.
+    """A store in one SQLite file (created if missing); records survive process restarts. A record
+    is gone ``ttl`` seconds after its ``created_at`` (None: kept); expired rows are removed on the
+    first save after each :data:`PURGE_EVERY` seconds.
 
     Raises:
         sqlite3.Error: the file cannot be opened or created.
     """
+
+    #: Seconds between two purges of expired rows.
+    PURGE_EVERY = 60.0
 
     _SCHEMA = (
         "CREATE TABLE IF NOT EXISTS responses ("
@@ -121,8 +152,10 @@ class SQLiteStore:
         " input BLOB NOT NULL, output BLOB NOT NULL, response BLOB)"
     )
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, ttl: float | None = None) -> None:
         self.path = Path(path)
+        self.ttl = ttl
+        self._purged = 0.0
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
@@ -143,8 +176,12 @@ class SQLiteStore:
             dumps_wire(list(record.output_items)),
             None if record.response is None else dumps_wire(record.response),
         )
+        now = time.time()
         with self._lock:
             self._conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+            if self.ttl is not None and now - self._purged >= self.PURGE_EVERY:
+                self._purged = now
+                self._conn.execute("DELETE FROM responses WHERE created_at + ? <= ?", (self.ttl, now))
 
     def load(self, response_id: str) -> StoredResponse | None:
         """The record for ``response_id`` or None."""
@@ -153,10 +190,19 @@ class SQLiteStore:
                 "SELECT id, previous_id, model, created_at, input, output, response FROM responses WHERE id = ?",
                 (response_id,),
             ).fetchone()
-        if row is None:
+        if row is None or _expired(row[3] or 0, self.ttl):
             return None
         return StoredResponse(row[0], row[1], tuple(_loads(row[4])), tuple(_loads(row[5])), row[2] or "", row[3] or 0,
                               None if row[6] is None else _loads(row[6]))
+
+    def delete(self, response_id: str) -> bool:
+        """Remove ``response_id``'s row (committed before returning); True when there was one (not
+        expired)."""
+        with self._lock:
+            row = self._conn.execute("SELECT created_at FROM responses WHERE id = ?", (response_id,)).fetchone()
+            if row is not None:
+                self._conn.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+        return row is not None and not _expired(row[0] or 0, self.ttl)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -183,6 +229,10 @@ class ScopedStore:
         """Save ``record`` under this scope."""
         prev = record.previous_response_id
         self.inner.save(replace(record, id=self.prefix + record.id, previous_response_id=None if prev is None else self.prefix + prev))
+
+    def delete(self, response_id: str) -> bool:
+        """Remove this scope's record for ``response_id``; False for another scope's ids."""
+        return self.inner.delete(self.prefix + response_id)
 
     def load(self, response_id: str) -> StoredResponse | None:
         """This scope's record for ``response_id``, or None (also for another scope's ids)."""

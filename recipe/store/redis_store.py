@@ -92,6 +92,14 @@ class RedisStore:
                               tuple(d.get("output") or ()), str(d.get("model") or ""), int(d.get("created_at") or 0),
                               d.get("response"))
 
+    def delete(self, response_id: str) -> bool:
+        """Remove ``response_id``'s record; True when Redis had one (an expired key counts as none).
+
+        Raises:
+            StoreUnavailable: Redis failed; nothing is known to be deleted.
+        """
+        return bool(self._call(self.client.delete, self._key(response_id)))
+
     def close(self) -> None:
         """Close the client's connections."""
         close = getattr(self.client, "close", None)
