@@ -116,6 +116,11 @@ class Options:
             ``chat_template_kwargs`` (how vLLM and SGLang users turn DeepSeek's thinking off) —
             ``use`` (a thinking switch, as ``thinking.type``; the API's own ``thinking`` object wins)
             or ``ignore`` (deepseek-recipe: the field is dropped).
+        unrendered_input: input the model family's prompt cannot show the model (tools on a
+            template without a tool section, images on a model without image input, Messages
+            ``tool_choice`` ``any`` rendered as auto: :mod:`recipe.api.input_notes`) — ``note`` (rendered
+            as deepseek-recipe does, with a note in the response's ``recipe.notes``), ``reject``
+            (a 400 naming the field) or ``ignore`` (deepseek-recipe: no word).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -137,6 +142,7 @@ class Options:
     max_completion_tokens: Literal["use", "ignore"] = "use"
     engine_sampling: Literal["use", "ignore"] = "use"
     chat_template_kwargs: Literal["use", "ignore"] = "use"
+    unrendered_input: Literal["note", "reject", "ignore"] = "note"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included).
@@ -160,6 +166,7 @@ class Options:
             max_completion_tokens="ignore",
             engine_sampling="ignore",
             chat_template_kwargs="ignore",
+            unrendered_input="ignore",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
-from recipe.api.common import check_model, output_constraint, parsing_options, resolve_max_tokens
+from recipe.api.common import check_model, collect_dropped, output_constraint, parsing_options, reset_dropped, resolve_max_tokens
+from recipe.api.input_notes import input_notes
 from recipe.api.prepared import Api, EngineParams, PreparedRequest
 from recipe.api.wire import DEPTH_CHECKED
 from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
@@ -179,9 +180,16 @@ def prepare(
     else:  # a dict body, nothing marked: the parse walks it
         request = adapter.parse(body)
     options = options.for_model(request.model) if isinstance(request.model, str) else options
-    conversation = adapter.convert(request, options)
+    dropped: list[str] = []
+    token = collect_dropped(dropped)
+    try:
+        conversation = adapter.convert(request, options)
+    finally:
+        reset_dropped(token)
     encoding = check_model(request.model, options)
     family = get_encoding(encoding)
+    notes = input_notes(api, dropped, conversation, family, options) if (
+        dropped or conversation.tools or conversation.response_format.type != "text") else ()
     tok = tokenizer or family.tokenizer()
     segments = _default_cache if cache == "default" else cache
     reuse = default_prompt_cache() if prompt_cache == "default" else prompt_cache
@@ -218,6 +226,7 @@ def prepare(
         stream=bool(getattr(request, "stream", False)),
         engine=None if ids is None else _engine_params(api, conversation, len(ids), family.stop_ids(tok), constraint, options),
         missing_special=missing,
+        notes=notes,
     )
 
 

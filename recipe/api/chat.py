@@ -61,7 +61,12 @@ def _join(content: Content | None) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "\n\n".join(p.text if isinstance(p, TextPart) else common.UNSUPPORTED_IMAGE for p in content)
+    return "\n\n".join(p.text if isinstance(p, TextPart) else _unsupported_image() for p in content)
+
+
+def _unsupported_image() -> str:
+    common.note_dropped("image")
+    return common.UNSUPPORTED_IMAGE
 
 
 def _image_urls(i: int, content: list[Any]) -> list[tuple[str, str | None] | None]:

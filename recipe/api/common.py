@@ -13,6 +13,7 @@ import re
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,9 @@ __all__ = [
     "UNSUPPORTED_IMAGE",
     "TEXT_FORMAT",
     "new_conversation",
+    "note_dropped",
+    "collect_dropped",
+    "reset_dropped",
     "PendingSystem",
     "resolve_systems",
 ]
@@ -80,6 +84,32 @@ TEXT_FORMAT = ResponseFormat("text")
 
 #: ``Conversation`` itself, by the name the adapters build each request's conversation with.
 new_conversation = Conversation
+
+#: What the conversion of the current request rendered without the model seeing it (``image``,
+#: ``document``, ``tool_choice_any``), collected by ``prepare`` (:func:`collect_dropped`); None
+#: outside a collection.
+_DROPPED: ContextVar[list[str] | None] = ContextVar("recipe_dropped_input", default=None)
+
+
+def note_dropped(what: str) -> None:
+    """Record that the request's input ``what`` (``image``, ``document``, ``tool_choice_any``) was
+    rendered as a placeholder or a weaker equivalent, for the response's notes
+    (:func:`recipe.api.input_notes.input_notes`). Does nothing outside :func:`collect_dropped`."""
+    seen = _DROPPED.get()
+    if seen is not None:
+        seen.append(what)
+
+
+def collect_dropped(into: list[str]) -> Any:
+    """Start collecting :func:`note_dropped` calls into ``into``; returns the token for
+    ``reset_dropped``."""
+    return _DROPPED.set(into)
+
+
+def reset_dropped(token: Any) -> None:
+    """Stop the collection :func:`collect_dropped` started."""
+    _DROPPED.reset(token)
+
 
 #: API effort level -> effective effort (None: thinking off). Behaviour map §1.6.
 EFFORT_LEVELS: dict[str, ReasoningEffort | None] = {

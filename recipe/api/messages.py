@@ -86,6 +86,7 @@ def _pending_error(where: str, ids: Sequence[str], *, space: bool = True) -> Req
 
 
 def _document_text(block: DocumentBlock) -> str:
+    common.note_dropped("document")
     return f"[Unsupported document type: {block.source.media_type or 'unknown'}]"
 
 
@@ -94,6 +95,7 @@ def _media_text(block: TextBlock | ImageBlock | DocumentBlock | ToolReferenceBlo
     if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, ImageBlock):
+        common.note_dropped("image")
         return common.UNSUPPORTED_IMAGE
     if isinstance(block, DocumentBlock):
         return _document_text(block)
@@ -451,6 +453,8 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     body = _with_reasoning(body, thinking, bool(tools_in), options)
     tc = req.tool_choice
     mode = "auto" if tc is None else _TOOL_CHOICE_MODES[type(tc)]
+    if type(tc) is ToolChoiceAny and req.tools:  # rendered as auto: a tool call is not required
+        common.note_dropped("tool_choice_any")
     tools = () if mode == "none" else _build_tools(tools_in, rules.deferred_tools)  # "none": schemas are never looked at
     tool_choice: ToolChoice
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):

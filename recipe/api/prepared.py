@@ -69,6 +69,8 @@ class PreparedRequest:
             the engine (:class:`EngineParams`); None for hand-built requests and when there are no
             token ids (``ids`` is None).
         missing_special: the special token the vocabulary lacks when ``ids`` is None.
+        notes: what the model was not shown as the request sent it (:mod:`recipe.api.input_notes`),
+            added to the response's ``recipe.notes`` by the output driver.
     """
 
     api: Api
@@ -83,6 +85,7 @@ class PreparedRequest:
     stream: bool
     engine: EngineParams | None = None
     missing_special: str | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def token_ids(self) -> list[int]:

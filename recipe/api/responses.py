@@ -235,7 +235,12 @@ def _join(content: Union[str, Sequence[Any], None]) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "\n\n".join(p.text if isinstance(p, (InputText, OutputText)) else _PART_TEXT[type(p)] for p in content)
+    return "\n\n".join(p.text if isinstance(p, (InputText, OutputText)) else _placeholder(p) for p in content)
+
+
+def _placeholder(part: Any) -> str:
+    common.note_dropped("image" if isinstance(part, InputImage) else "document")
+    return _PART_TEXT[type(part)]
 
 
 def _image_url(i: int, j: int, part: InputImage, field: str) -> str:

@@ -173,6 +173,11 @@ class Encoding:
         parsing: ``(conversation, default parsing options) -> parsing options`` when the family's
             prompt decides where the output starts differently from the API default (e.g. V3.1 has
             no thinking after tool results); None keeps the default.
+        renders_tools: the prompt shows the model the request's tool definitions; False for a
+            template without a tool section (DeepSeek-V3, R1), whose requests with tools get a note
+            (or a 400: ``Options.unrendered_input``).
+        renders_response_format: the prompt shows the model the request's JSON response format;
+            False for the template families (DeepSeek-V3, R1, V3.1), which render none.
     """
 
     name: str
@@ -191,6 +196,8 @@ class Encoding:
     vocabulary_hint: str = ""
     thinking: Literal["switch", "always", "never"] = "switch"
     parsing: Callable[[Conversation, ParsingOptions], ParsingOptions] | None = None
+    renders_tools: bool = True
+    renders_response_format: bool = True
 
     def stop_ids(self, tokenizer: Tokenizer | None = None) -> tuple[int, ...]:
         """Ids of :attr:`stop_tokens` in ``tokenizer`` (default: the family's vocabulary); a stop

@@ -340,6 +340,9 @@ class CompletionStream:
         """Encode one parser result; attribute pending log probabilities (docs/streaming.md)."""
         fin = events[-1] if events and type(events[-1]) is Finish else None
         body = events[:-1] if fin is not None else events
+        if fin is not None and self._prep.notes:  # what the request's model was not shown, first
+            fin = replace(fin, notes=(*self._prep.notes, *fin.notes))
+            events = [*body, fin]
         if self._answer is not None:
             self._answer.extend(e.text for e in body if type(e) is TextDelta)
             if fin is not None:

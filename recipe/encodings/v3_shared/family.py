@@ -97,6 +97,8 @@ def record(row: TemplateFamily) -> Encoding:
         stop_tokens=(EOS,),
         models=row.models,
         tokenizer=load_v3_tokenizer,
+        renders_tools=row.thinking == "switch",  # (the API path passes tools to the switch templates only)
+        renders_response_format=False,
         thinking=row.thinking,
         parsing=row.parsing,
     )
