@@ -63,6 +63,7 @@ def test_every_sampling_field_reaches_the_engine_under_its_own_name(kind):
         r = _oai(s.url).responses.create(model=MODEL, input="Hi", reasoning={"effort": "none"}, extra_body={**FIELDS, "presence_penalty": 0.5,
                                                                               "frequency_penalty": -0.25, "seed": 7})
         assert r.output_text == "Hello."
+        assert (r.presence_penalty, r.frequency_penalty) == (0.5, -0.25)  # the response repeats what was used
         m = anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0).messages.create(
             model=MODEL, max_tokens=64, messages=HI, thinking={"type": "disabled"},
             extra_body={**FIELDS, "presence_penalty": 0.5, "frequency_penalty": -0.25, "seed": 7})

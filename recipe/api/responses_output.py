@@ -278,7 +278,13 @@ class ResponsesEncoder:
         self._custom = frozenset(
             APPLY_PATCH_NAME for t in req.tools or () if isinstance(t, CustomTool) and t.name == APPLY_PATCH_NAME
         )
-        self._echo = dumps_wire(response_echo(req))
+        echo = response_echo(req)
+        extra = prep.conversation.sampling.extra
+        if extra is not None:  # penalties that reach the engine are repeated as sent (else 0.0)
+            for key in ("frequency_penalty", "presence_penalty"):
+                if getattr(extra, key) is not None:
+                    echo[key] = getattr(extra, key)
+        self._echo = dumps_wire(echo)
         self._items: list[_Item] = []
         self._cur: _Item | None = None
         self._t0 = time.monotonic()
@@ -303,7 +309,7 @@ class ResponsesEncoder:
             "completed_at": completed_at,
             "content_filters": None,
             "error": None,
-            "frequency_penalty": 0.0,
+            "frequency_penalty": echo.get("frequency_penalty", 0.0),
             "incomplete_details": None if incomplete is None else {"reason": incomplete},
             "instructions": echo["instructions"],
             "max_output_tokens": echo["max_output_tokens"],
@@ -312,7 +318,7 @@ class ResponsesEncoder:
             "moderation": None,
             "output": output,
             "parallel_tool_calls": True,
-            "presence_penalty": 0.0,
+            "presence_penalty": echo.get("presence_penalty", 0.0),
             "previous_response_id": None,
             "prompt_cache_key": None,
             "prompt_cache_retention": None,
