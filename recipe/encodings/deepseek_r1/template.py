@@ -34,13 +34,10 @@ from recipe.encodings.v3_shared.constants import (
     THINK_START,
     TOOL_CALLS_BEGIN,
     TOOL_CALLS_END,
-    TOOL_OUTPUT_BEGIN,
-    TOOL_OUTPUT_END,
     TOOL_OUTPUTS_BEGIN,
     TOOL_OUTPUTS_END,
-    USER,
 )
-from recipe.encodings.v3_shared.jinja import calls_of, check_messages, get, s
+from recipe.encodings.v3_shared.jinja import calls_of, check_messages, s, tool_result, turns, user_turn
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
 from recipe.prompt import Prompt
 
@@ -54,15 +51,10 @@ def _render_2501(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
     t = "R1-2502" if prefill else "R1-2501"
     is_first = is_tool = False
     is_output_first = True
-    for i, m in enumerate(messages):
-        role = m.get("role")
-        content = get(m, "content")
-        if role != "system":
-            out.mark(i)
+    for i, role, content, m in turns(out, messages):
         if role == "user":
             is_tool = False
-            out.special(USER)
-            out.content(i, s(content, "a user message's content", t))
+            user_turn(out, i, content, t)
         if role == "assistant" and "tool_calls" in m:
             is_tool = False
             calls = m["tool_calls"]
@@ -95,9 +87,7 @@ def _render_2501(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
             if is_output_first:
                 out.special(TOOL_OUTPUTS_BEGIN)
                 is_output_first = False
-            out.special(TOOL_OUTPUT_BEGIN)
-            out.content(i, s(content, "a tool message's content", t))
-            out.special(TOOL_OUTPUT_END)
+            tool_result(out, i, content, t)
     if is_tool:
         out.special(TOOL_OUTPUTS_END)
     if add_generation_prompt and not is_tool:

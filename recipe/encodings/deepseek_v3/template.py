@@ -40,14 +40,23 @@ from recipe.encodings.v3_shared.constants import (
     TOOL_CALL_END,
     TOOL_CALLS_BEGIN,
     TOOL_CALLS_END,
-    TOOL_OUTPUT_BEGIN,
-    TOOL_OUTPUT_END,
-    TOOL_OUTPUTS_BEGIN,
     TOOL_OUTPUTS_END,
     TOOL_SEP,
-    USER,
 )
-from recipe.encodings.v3_shared.jinja import MISSING, calls_of, check_messages, function_of, get, s, system_prompt
+from recipe.encodings.v3_shared.jinja import (
+    MISSING,
+    calls_of,
+    calls_turn,
+    check_messages,
+    function_of,
+    get,
+    open_results,
+    s,
+    system_prompt,
+    tool_result,
+    turns,
+    user_turn,
+)
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
 from recipe.prompt import Prompt
 
@@ -86,15 +95,10 @@ def _render_2412(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
     t = "V3-2412"
     is_first = is_tool = False
     is_output_first = True
-    for i, m in enumerate(messages):
-        role = m.get("role")
-        content = get(m, "content")
-        if role != "system":
-            out.mark(i)
+    for i, role, content, m in turns(out, messages):
         if role == "user":
             is_tool = False
-            out.special(USER)
-            out.content(i, s(content, "a user message's content", t))
+            user_turn(out, i, content, t)
         if role == "assistant" and content is None:
             is_tool = False
             for call in calls_of(get(m, "tool_calls"), t):
@@ -119,14 +123,8 @@ def _render_2412(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
             out.special(EOS)
         if role == "tool":
             is_tool = True
-            if is_output_first:
-                out.special(TOOL_OUTPUTS_BEGIN)
-                is_output_first = False
-            else:
-                out.lit("\n")
-            out.special(TOOL_OUTPUT_BEGIN)
-            out.content(i, s(content, "a tool message's content", t))
-            out.special(TOOL_OUTPUT_END)
+            is_output_first = open_results(out, is_output_first)
+            tool_result(out, i, content, t)
     if is_tool:
         out.special(TOOL_OUTPUTS_END)
     if add_generation_prompt and not is_tool:
@@ -156,40 +154,23 @@ def render_0324(
 ) -> None:
     """The V3-0324 layout (module docstring); ``think_split="last"`` is R1-0528's variant."""
     t = template
-    is_first = is_tool = is_last_user = False
+    is_tool = is_last_user = False
     is_output_first = True
-    for i, m in enumerate(messages):
-        role = m.get("role")
-        content = get(m, "content")
-        if role != "system":
-            out.mark(i)
+    for i, role, content, m in turns(out, messages):
         if role == "assistant":
             content = _think_cut(content, t, think_split)
         if role == "user":
-            is_tool = is_first = False
+            is_tool = False
             is_last_user = True
-            out.special(USER)
-            out.content(i, s(content, "a user message's content", t))
-            out.special(ASSISTANT)
+            user_turn(out, i, content, t, assistant=True)
         calls = get(m, "tool_calls")
         if role == "assistant" and calls is not MISSING and calls is not None:
             is_last_user = False
             if is_tool:
                 out.special(TOOL_OUTPUTS_END)
-            is_first = is_tool = False
+            is_tool = False
             is_output_first = True
-            for call in calls_of(calls, t):
-                if not is_first:
-                    if content is not None:
-                        out.content(i, s(content, "an assistant message's content", t))
-                    out.special(TOOL_CALLS_BEGIN)
-                    fenced_call(out, call, t)
-                    is_first = True
-                else:
-                    out.lit("\n")
-                    fenced_call(out, call, t)
-            out.special(TOOL_CALLS_END)
-            out.special(EOS)
+            calls_turn(out, i, content, calls, t, fenced_call, "\n")
         if role == "assistant" and (calls is MISSING or calls is None):
             is_last_user = False
             text = s(content, "an assistant message's content", t)
@@ -201,14 +182,8 @@ def render_0324(
         if role == "tool":
             is_last_user = False
             is_tool = True
-            if is_output_first:
-                out.special(TOOL_OUTPUTS_BEGIN)
-                is_output_first = False
-            else:
-                out.lit("\n")
-            out.special(TOOL_OUTPUT_BEGIN)
-            out.content(i, s(content, "a tool message's content", t))
-            out.special(TOOL_OUTPUT_END)
+            is_output_first = open_results(out, is_output_first)
+            tool_result(out, i, content, t)
     if is_tool:
         out.special(TOOL_OUTPUTS_END)
     if add_generation_prompt and not is_last_user and not is_tool:

@@ -42,12 +42,19 @@ from recipe.encodings.v3_shared.constants import (
     TOOL_CALL_END,
     TOOL_CALLS_BEGIN,
     TOOL_CALLS_END,
-    TOOL_OUTPUT_BEGIN,
-    TOOL_OUTPUT_END,
     TOOL_SEP,
-    USER,
 )
-from recipe.encodings.v3_shared.jinja import MISSING, calls_of, check_messages, function_of, get, s
+from recipe.encodings.v3_shared.jinja import (
+    MISSING,
+    calls_turn,
+    check_messages,
+    function_of,
+    get,
+    s,
+    tool_result,
+    turns,
+    user_turn,
+)
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
 from recipe.prompt import Prompt, Segment, Special, Text
 
@@ -120,35 +127,20 @@ def _system(out: Out, messages: Sequence[Mapping[str, Any]], template: str, tool
 def _render(out: Out, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool, thinking: bool, exp: bool,
             has_tools: bool) -> None:
     t = "V3.2-Exp" if exp else "V3.1"
-    is_first = is_tool = is_last_user = is_prefix = False
+    is_tool = is_last_user = is_prefix = False
     is_only_sys = exp and (has_tools or any(m.get("role") == "system" for m in messages))
-    for i, m in enumerate(messages):
-        role = m.get("role")
-        content = get(m, "content")
-        if role != "system":
-            out.mark(i)
+    for i, role, content, m in turns(out, messages):
         if role == "user":
-            is_tool = is_first = False
+            is_tool = False
             is_last_user = True
-            out.special(USER)
-            out.content(i, s(content, "a user message's content", t))
+            user_turn(out, i, content, t)
         calls = get(m, "tool_calls")
         if role == "assistant" and calls is not MISSING and calls is not None:
             if is_last_user or is_only_sys:
                 out.special(ASSISTANT)
                 out.special(THINK_END)
-            is_last_user = is_first = is_tool = False
-            for call in calls_of(calls, t):
-                if not is_first:
-                    if content is not None:
-                        out.content(i, s(content, "an assistant message's content", t))
-                    out.special(TOOL_CALLS_BEGIN)
-                    _call(out, call, t)
-                    is_first = True
-                else:
-                    _call(out, call, t)
-            out.special(TOOL_CALLS_END)
-            out.special(EOS)
+            is_last_user = is_tool = False
+            calls_turn(out, i, content, calls, t, _call, "")
         if role == "assistant" and (calls is MISSING or calls is None):
             prefix = get(m, "prefix")
             prefix = prefix is not MISSING and bool(prefix)
@@ -167,9 +159,7 @@ def _render(out: Out, messages: Sequence[Mapping[str, Any]], add_generation_prom
         if role == "tool":
             is_last_user = False
             is_tool = True
-            out.special(TOOL_OUTPUT_BEGIN)
-            out.content(i, s(content, "a tool message's content", t))
-            out.special(TOOL_OUTPUT_END)
+            tool_result(out, i, content, t)
         if role != "system":
             is_only_sys = False
     if not add_generation_prompt or is_tool:

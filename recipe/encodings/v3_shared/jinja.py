@@ -8,12 +8,23 @@ and raise :class:`~recipe.encodings.v3_shared.segments.ChatTemplateError` where 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from recipe.encodings.v3_shared.constants import (
+    ASSISTANT,
+    EOS,
+    TOOL_CALLS_BEGIN,
+    TOOL_CALLS_END,
+    TOOL_OUTPUT_BEGIN,
+    TOOL_OUTPUT_END,
+    TOOL_OUTPUTS_BEGIN,
+    USER,
+)
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out, require_str
 
-__all__ = ["MISSING", "get", "s", "calls_of", "function_of", "check_messages", "system_prompt"]
+__all__ = ["MISSING", "get", "s", "calls_of", "function_of", "check_messages", "system_prompt", "turns", "user_turn",
+           "tool_result", "open_results", "calls_turn"]
 
 MISSING = Out.MISSING
 
@@ -67,3 +78,58 @@ def system_prompt(messages: Sequence[Mapping[str, Any]], template: str) -> tuple
             if first is None:
                 first = i
     return "\n\n".join(parts), first
+
+
+# ----------------------------------------------------------------------------- pieces of every template
+
+
+def turns(out: Out, messages: Sequence[Mapping[str, Any]]) -> Iterator[tuple[int, Any, Any, Mapping[str, Any]]]:
+    """``(index, role, content, message)`` for each message of a template's loop, marking where each
+    non-system message begins (``content`` as jinja reads ``message['content']``)."""
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role != "system":
+            out.mark(i)
+        yield i, role, get(m, "content"), m
+
+
+def user_turn(out: Out, i: int, content: Any, template: str, assistant: bool = False) -> None:
+    """``<｜User｜>`` + the user's content (+ ``<｜Assistant｜>`` where the template writes it there)."""
+    out.special(USER)
+    out.content(i, s(content, "a user message's content", template))
+    if assistant:
+        out.special(ASSISTANT)
+
+
+def tool_result(out: Out, i: int, content: Any, template: str) -> None:
+    """``<｜tool▁output▁begin｜>`` + a tool message's content + ``<｜tool▁output▁end｜>``."""
+    out.special(TOOL_OUTPUT_BEGIN)
+    out.content(i, s(content, "a tool message's content", template))
+    out.special(TOOL_OUTPUT_END)
+
+
+def open_results(out: Out, first: bool) -> bool:
+    """Before a tool result: ``<｜tool▁outputs▁begin｜>`` for the first of a run, else ``"\n"``;
+    returns False (the run's first result is written)."""
+    if first:
+        out.special(TOOL_OUTPUTS_BEGIN)
+    else:
+        out.lit("\n")
+    return False
+
+
+def calls_turn(out: Out, i: int, content: Any, calls: Any, template: str, write_call: Callable[[Out, Any, str], None],
+               sep: str) -> None:
+    """An assistant turn with calls, as the templates that start each turn afresh write it:
+    ``[content]`` (unless None) ``<｜tool▁calls▁begin｜>`` + each call (``sep`` between them) +
+    ``<｜tool▁calls▁end｜><｜end▁of▁sentence｜>``."""
+    for k, call in enumerate(calls_of(calls, template)):
+        if k == 0:
+            if content is not None:
+                out.content(i, s(content, "an assistant message's content", template))
+            out.special(TOOL_CALLS_BEGIN)
+        else:
+            out.lit(sep)
+        write_call(out, call, template)
+    out.special(TOOL_CALLS_END)
+    out.special(EOS)
