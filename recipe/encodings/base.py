@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recipe.schema.turn import GrammarBuilder
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["Encoding", "RequestRules", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender"]
+__all__ = ["Encoding", "RequestRules", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender", "lazy"]
 
 
 class OutputParser(Protocol):
@@ -220,3 +220,30 @@ class Encoding:
         """A JSON-ready summary: name, models, special tokens, stop tokens, thinking."""
         return {"name": self.name, "models": list(self.models), "special_tokens": dict(self.special_tokens),
                 "stop_tokens": list(self.stop_tokens), "thinking": self.thinking}
+
+
+def lazy(module: str, name: str, doc: str = "", **fixed: Any) -> Callable[..., Any]:
+    """``module.name(*args, **fixed, **kwargs)``, ``module`` imported on the first call (a family's
+    reference encoder, parser and grammar modules load only when used).
+
+    Args:
+        module: the module's dotted name.
+        name: the callable in it.
+        doc: the wrapper's docstring (default: names the target).
+        fixed: keyword arguments every call passes (e.g. a parser's call syntax).
+
+    Raises:
+        ImportError, AttributeError: on the first call, when the module or the name does not exist.
+    """
+    target: list[Callable[..., Any]] = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not target:
+            import importlib
+
+            target.append(getattr(importlib.import_module(module), name))
+        return target[0](*args, **fixed, **kwargs) if fixed else target[0](*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = doc or f"``{module}.{name}``, imported on first use."
+    return call

@@ -20,18 +20,12 @@ needs V4.1's vocabulary and raises ``MissingSpecialTokenError`` without it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from recipe.encodings.base import Encoding, RequestRules
+from recipe.encodings.base import Encoding, RequestRules, lazy
 from recipe.encodings.deepseek_v4 import new_parser
 from recipe.encodings.deepseek_v4.constants import EOS
 from recipe.encodings.deepseek_v41.constants import IMAGE, SPECIAL_IDS, SYSTEM
 from recipe.encodings.deepseek_v41.render import RESUMABLE, parsing, render
 from recipe.tokenizer import load_tokenizer
-
-if TYPE_CHECKING:
-    from recipe.schema.turn import GrammarParts, TurnSpec
-    from recipe.tokenizer import Tokenizer
 
 __all__ = ["ENCODING", "VOCABULARY_HINT", "encode_messages", "encode_messages_to_ids", "grammar"]
 
@@ -42,27 +36,12 @@ VOCABULARY_HINT = (
     "or --tokenizer PATH on the command line) to get token ids"
 )
 
-
-def encode_messages(*args: Any, **kwargs: Any) -> Any:
-    """DeepSeek's reference ``encode_messages`` (V4.1); see :func:`.reference.encode_messages`."""
-    from recipe.encodings.deepseek_v41.reference import encode_messages as run
-
-    return run(*args, **kwargs)
-
-
-def encode_messages_to_ids(*args: Any, **kwargs: Any) -> list[int]:
-    """Token ids of the V4.1 reference prompt; see :func:`.reference.encode_messages_to_ids`."""
-    from recipe.encodings.deepseek_v41.reference import encode_messages_to_ids as run
-
-    return run(*args, **kwargs)
-
-
-def grammar(spec: TurnSpec, tokenizer: Tokenizer) -> GrammarParts:
-    """The DSML grammar of a V4.1 assistant turn (spaced spelling); see :func:`.grammar.grammar`."""
-    from recipe.encodings.deepseek_v41.grammar import grammar as build
-
-    return build(spec, tokenizer)
-
+#: DeepSeek's reference ``encode_messages`` (V4.1); see :func:`.reference.encode_messages`.
+encode_messages = lazy("recipe.encodings.deepseek_v41.reference", "encode_messages")
+#: Token ids of the V4.1 reference prompt; see :func:`.reference.encode_messages_to_ids`.
+encode_messages_to_ids = lazy("recipe.encodings.deepseek_v41.reference", "encode_messages_to_ids")
+#: The DSML grammar of a V4.1 assistant turn (spaced spelling); see :func:`.grammar.grammar`.
+grammar = lazy("recipe.encodings.deepseek_v41.grammar", "grammar")
 
 #: The DeepSeek-V4.1 family record (model table rows: V4.1-Flash, both spellings).
 ENCODING = Encoding(

@@ -4,7 +4,7 @@ by :func:`record`; and the parser factory and reference wrapper the pre-V4 recor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from recipe.encodings.v3_shared.constants import BARE, EOS, FENCED, SPECIAL_IDS
@@ -13,7 +13,7 @@ from recipe.tokenizer import load_v3_tokenizer
 
 if TYPE_CHECKING:
     from recipe.conversation import Conversation, ParsingOptions
-    from recipe.encodings.base import Encoding, OutputParser, ParserFactory
+    from recipe.encodings.base import Encoding, ParserFactory
     from recipe.prompt import Prompt
     from recipe.tokenizer import Tokenizer
 
@@ -106,20 +106,10 @@ def record(row: TemplateFamily) -> Encoding:
 
 def markup_parser(syntax: str) -> ParserFactory:
     """A parser factory for the ``<｜tool▁calls▁begin｜>`` formats (:mod:`.output`) with ``syntax``."""
+    from recipe.encodings.base import lazy
 
-    def new_parser(
-        options: ParsingOptions,
-        tokenizer: Tokenizer,
-        *,
-        tool_call_id: Callable[[int], str] | int | str | None = None,
-        eos_token_ids: Sequence[int] = (SPECIAL_IDS[EOS],),
-    ) -> OutputParser:
-        from recipe.encodings.v3_shared.output import OutputParser
-
-        return OutputParser(options, tokenizer, syntax=syntax, tool_call_id=tool_call_id, eos_token_ids=eos_token_ids)
-
-    new_parser.__doc__ = f"An output parser for the {syntax} ``<｜tool▁calls▁begin｜>`` call syntax."
-    return new_parser
+    return lazy("recipe.encodings.v3_shared.output", "OutputParser",
+                f"An output parser for the {syntax} ``<｜tool▁calls▁begin｜>`` call syntax.", syntax=syntax)
 
 
 def to_ids(render: Callable[..., Prompt]) -> Callable[..., list[int]]:
