@@ -18,12 +18,8 @@ from recipe.tokenizer import load_v3_tokenizer
 
 __all__ = ["ENCODING", "new_parser", "encode_messages", "encode_messages_to_ids"]
 
-#: The V4 output parser reading DeepSeek-V3.2's ``<｜DSML｜function_calls>`` blocks: V4's tags with
-#: the block named ``function_calls`` (its ``spellings``; dialects are cached by value).
 new_parser = lazy("recipe.encodings.deepseek_v3_2.output", "new_parser")
-#: DeepSeek's V3.2 ``encode_messages``; see :func:`.reference.encode_messages`.
 encode_messages = lazy("recipe.encodings.deepseek_v3_2.reference", "encode_messages")
-#: Token ids of the V3.2 reference prompt; see :func:`.reference.encode_messages_to_ids`.
 encode_messages_to_ids = lazy("recipe.encodings.deepseek_v3_2.reference", "encode_messages_to_ids")
 
 #: The DeepSeek-V3.2 family record.

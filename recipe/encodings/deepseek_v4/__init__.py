@@ -21,13 +21,9 @@ __all__ = ["ENCODING", "new_parser", "encode_messages", "encode_messages_to_ids"
 
 _PACKAGE = "recipe.encodings.deepseek_v4"
 
-#: A V4 :class:`~recipe.encodings.deepseek_v4.output.OutputParser` (arguments as its constructor).
 new_parser = lazy(f"{_PACKAGE}.output", "OutputParser", "A V4 output parser (arguments as OutputParser's).")
-#: DeepSeek's reference ``encode_messages`` (V4); see :func:`.reference.encode_messages`.
 encode_messages = lazy(f"{_PACKAGE}.reference", "encode_messages")
-#: Token ids of the V4 reference prompt; see :func:`.reference.encode_messages_to_ids`.
 encode_messages_to_ids = lazy(f"{_PACKAGE}.reference", "encode_messages_to_ids")
-#: The DSML grammar of a V4 assistant turn; see :func:`.grammar.build_grammar`.
 grammar = lazy(f"{_PACKAGE}.grammar", "build_grammar")
 
 #: The DeepSeek-V4 family record (model table rows: V4-Pro and V4-Flash, both spellings).

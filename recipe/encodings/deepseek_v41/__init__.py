@@ -36,11 +36,8 @@ VOCABULARY_HINT = (
     "or --tokenizer PATH on the command line) to get token ids"
 )
 
-#: DeepSeek's reference ``encode_messages`` (V4.1); see :func:`.reference.encode_messages`.
 encode_messages = lazy("recipe.encodings.deepseek_v41.reference", "encode_messages")
-#: Token ids of the V4.1 reference prompt; see :func:`.reference.encode_messages_to_ids`.
 encode_messages_to_ids = lazy("recipe.encodings.deepseek_v41.reference", "encode_messages_to_ids")
-#: The DSML grammar of a V4.1 assistant turn (spaced spelling); see :func:`.grammar.grammar`.
 grammar = lazy("recipe.encodings.deepseek_v41.grammar", "grammar")
 
 #: The DeepSeek-V4.1 family record (model table rows: V4.1-Flash, both spellings).

@@ -1,11 +1,15 @@
 """The V3-family records as data: one :class:`TemplateFamily` row per family whose prompt is a
-published chat template (DeepSeek-V3, R1, V3.1), made into its :class:`~recipe.encodings.base.Encoding`
-by :func:`record`; and the parser factory and reference wrapper the pre-V4 records share."""
+published chat template (DeepSeek-V3, R1, V3.1: :data:`ROWS`), made into its
+:class:`~recipe.encodings.base.Encoding` by :func:`record`; their thinking rules; and the parser
+factory and reference wrapper the pre-V4 records share. A row names its template module, which is
+imported with the family's package (``recipe.encodings.deepseek_v3`` …), not with this table."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from dataclasses import replace
 
 from recipe.encodings.v3_shared.constants import BARE, EOS, FENCED, SPECIAL_IDS
 from recipe.prompt import encode_prompt
@@ -17,7 +21,7 @@ if TYPE_CHECKING:
     from recipe.prompt import Prompt
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["TemplateFamily", "record", "markup_parser", "to_ids", "FENCED", "BARE"]
+__all__ = ["TemplateFamily", "ROWS", "record", "markup_parser", "to_ids", "FENCED", "BARE"]
 
 
 class TemplateFamily(NamedTuple):
@@ -26,8 +30,8 @@ class TemplateFamily(NamedTuple):
     Attributes:
         name: the encoding name (``"deepseek_v3"``).
         label: the family's name in error messages (``"DeepSeek-V3"``).
-        template: the family's ``render_messages(messages, revision, *, add_generation_prompt,
-            continue_final_message, …) -> Prompt`` (its published templates, emulated).
+        template: the module whose ``render_messages(messages, revision, *, add_generation_prompt,
+            continue_final_message, …) -> Prompt`` emulates the family's published templates.
         revision: the reference encoder's default revision.
         api_revision: the revision the API path renders.
         syntax: the output's tool-call syntax (:data:`FENCED` or :data:`BARE`).
@@ -39,13 +43,19 @@ class TemplateFamily(NamedTuple):
 
     name: str
     label: str
-    template: Callable[..., Prompt]
+    template: str
     revision: str
     api_revision: str
     syntax: str
     thinking: Literal["switch", "always", "never"]
     parsing: Callable[[Conversation, ParsingOptions], ParsingOptions]
     models: tuple[str, ...]
+
+
+def _template(row: TemplateFamily) -> Callable[..., Prompt]:
+    import importlib
+
+    return importlib.import_module(row.template).render_messages  # type: ignore[no-any-return]
 
 
 def _api_render(row: TemplateFamily) -> Callable[[Conversation], Prompt]:
@@ -55,13 +65,15 @@ def _api_render(row: TemplateFamily) -> Callable[[Conversation], Prompt]:
     from recipe.encodings.v3_shared.api import messages_of, openai_tools, remap_starts, request_error
     from recipe.encodings.v3_shared.segments import ChatTemplateError
 
+    template = _template(row)
+
     def render(conv: Conversation) -> Prompt:
         msgs, index = messages_of(conv, row.label)
         last = conv.messages[-1] if conv.messages else None
         cont = type(last) is AssistantMessage and last.prefix
         extra = {"tools": openai_tools(conv.tools) or None, "thinking": conv.thinking} if row.thinking == "switch" else {}
         try:
-            prompt = row.template(msgs, row.api_revision, add_generation_prompt=not cont, continue_final_message=cont,
+            prompt = template(msgs, row.api_revision, add_generation_prompt=not cont, continue_final_message=cont,
                                   **extra)
         except ChatTemplateError as err:
             raise request_error(err, row.label) from None
@@ -79,8 +91,10 @@ def record(row: TemplateFamily) -> Encoding:
     V3 vocabulary and its EOS."""
     from recipe.encodings.base import Encoding
 
+    template = _template(row)
+
     def prompt_of(messages: Any, revision: str = row.revision, **kwargs: Any) -> Prompt:
-        return row.template(messages, revision, **kwargs)
+        return template(messages, revision, **kwargs)
 
     def encode_messages(messages: Any, revision: str = row.revision, **kwargs: Any) -> str:
         return prompt_of(messages, revision, **kwargs).text
@@ -102,6 +116,62 @@ def record(row: TemplateFamily) -> Encoding:
         thinking=row.thinking,
         parsing=row.parsing,
     )
+
+
+def no_thinking(conv: Conversation, default: ParsingOptions) -> ParsingOptions:
+    """DeepSeek-V3: output is never reasoning, and the prompt never opens a tool-call block."""
+    return replace(default, thinking_stage=None, starts_in_tool_calls=False)
+
+
+def always_thinking(conv: Conversation, default: ParsingOptions) -> ParsingOptions:
+    """DeepSeek-R1: output starts in its reasoning (the model writes ``<think>`` itself), whatever the
+    request said; a prefix turn continues the reasoning when its rendered text (cut after its last
+    ``</think>``) has an open ``<think>``, else the answer. The prompt never opens a tool-call block."""
+    from recipe.conversation import AssistantMessage
+
+    stage = "reasoning"
+    last = conv.messages[-1] if conv.messages else None
+    if type(last) is AssistantMessage and last.prefix:
+        shown = (last.content or "").split("</think>")[-1]
+        stage = "reasoning_continuation" if "<think>" in shown else "content_continuation"
+    return replace(default, thinking_stage=stage, starts_in_tool_calls=False)
+
+
+def thinking_switch(conv: Conversation, default: ParsingOptions) -> ParsingOptions:
+    """DeepSeek-V3.1: reasoning only when the prompt ends ``<｜Assistant｜><think>`` (thinking on, not
+    after a tool result: the template adds no generation prompt there and the model answers without
+    thinking); a prefix turn continues its reasoning in thinking mode (the template writes its
+    content after ``<think>``) and its answer otherwise."""
+    from recipe.conversation import AssistantMessage, ToolMessage
+
+    last = conv.messages[-1] if conv.messages else None
+    stage = None
+    if type(last) is AssistantMessage and last.prefix:
+        after_user = len(conv.messages) < 2 or type(conv.messages[-2]) is not ToolMessage
+        stage = "reasoning_continuation" if conv.thinking and after_user else None
+    elif conv.thinking and type(last) is not ToolMessage:
+        stage = "reasoning"
+    return replace(default, thinking_stage=stage, starts_in_tool_calls=False)
+
+
+#: The template families' rows, by encoding name (each family's package makes its record from its row).
+ROWS: dict[str, TemplateFamily] = {row.name: row for row in (
+    TemplateFamily("deepseek_v3", "DeepSeek-V3", "recipe.encodings.deepseek_v3.template", "V3-0324", "V3-0324", FENCED,
+                   "never", no_thinking,
+                   ("deepseek-v3", "deepseek-v3-0324", "DeepSeek-V3", "DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V3",
+                    "deepseek-ai/DeepSeek-V3-0324")),
+    TemplateFamily("deepseek_r1", "DeepSeek-R1", "recipe.encodings.deepseek_r1.template", "R1-0528", "R1-0528", FENCED,
+                   "always", always_thinking,
+                   ("deepseek-r1", "deepseek-r1-0528", "DeepSeek-R1", "DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1",
+                    "deepseek-ai/DeepSeek-R1-0528")),
+    # V3.2-Exp shares V3.1's format; the API path renders its revision (a new assistant turn after
+    # every turn but a tool result, where the first V3.1 template adds none after an assistant turn)
+    TemplateFamily("deepseek_v3_1", "DeepSeek-V3.1", "recipe.encodings.deepseek_v3_1.template", "V3.1", "V3.2-Exp", BARE,
+                   "switch", thinking_switch,
+                   ("deepseek-v3.1", "deepseek-v3.1-terminus", "deepseek-v3.2-exp", "DeepSeek-V3.1",
+                    "DeepSeek-V3.1-Terminus", "DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.1",
+                    "deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek-ai/DeepSeek-V3.2-Exp")),
+)}
 
 
 def markup_parser(syntax: str) -> ParserFactory:
