@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recipe.schema.turn import GrammarBuilder
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["Encoding", "RequestRules", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender", "lazy"]
+__all__ = ["Encoding", "RequestRules", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender", "lazy", "with_reference"]
 
 
 class OutputParser(Protocol):
@@ -247,3 +247,11 @@ def lazy(module: str, name: str, doc: str = "", **fixed: Any) -> Callable[..., A
     call.__name__ = call.__qualname__ = name
     call.__doc__ = doc or f"``{module}.{name}``, imported on first use."
     return call
+
+
+def with_reference(package: str, **fields: Any) -> Encoding:
+    """The :class:`Encoding` with ``fields`` whose reference encoder is ``package``'s ``reference``
+    module (``encode_messages``, ``encode_messages_to_ids``), imported on first use."""
+    module = f"{package}.reference"
+    return Encoding(encode_messages=lazy(module, "encode_messages"),
+                    encode_messages_to_ids=lazy(module, "encode_messages_to_ids"), **fields)

@@ -11,24 +11,21 @@ Thinking on or off per request; the V3 vocabulary.
 
 from __future__ import annotations
 
-from recipe.encodings.base import Encoding, lazy
+from recipe.encodings.base import lazy, with_reference
 from recipe.encodings.deepseek_v3_2.render import parsing, render
 from recipe.encodings.v3_shared.constants import EOS, SPECIAL_IDS
 from recipe.tokenizer import load_v3_tokenizer
 
-__all__ = ["ENCODING", "new_parser", "encode_messages", "encode_messages_to_ids"]
+__all__ = ["ENCODING", "new_parser"]
 
 new_parser = lazy("recipe.encodings.deepseek_v3_2.output", "new_parser")
-encode_messages = lazy("recipe.encodings.deepseek_v3_2.reference", "encode_messages")
-encode_messages_to_ids = lazy("recipe.encodings.deepseek_v3_2.reference", "encode_messages_to_ids")
 
 #: The DeepSeek-V3.2 family record.
-ENCODING = Encoding(
+ENCODING = with_reference(
+    __name__,
     name="deepseek_v3_2",
     render=render,
     new_parser=new_parser,
-    encode_messages=encode_messages,
-    encode_messages_to_ids=encode_messages_to_ids,
     special_tokens={k: SPECIAL_IDS[k] for k in ("<｜begin▁of▁sentence｜>", EOS, "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>")},
     stop_tokens=(EOS,),
     models=("deepseek-v3.2", "deepseek-v3.2-speciale", "DeepSeek-V3.2", "DeepSeek-V3.2-Speciale",

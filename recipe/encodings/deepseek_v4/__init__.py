@@ -12,27 +12,24 @@ only the renderer.
 
 from __future__ import annotations
 
-from recipe.encodings.base import Encoding, lazy
+from recipe.encodings.base import lazy, with_reference
 from recipe.encodings.deepseek_v4.constants import EOS, SPECIAL_IDS
 from recipe.encodings.deepseek_v4.render import RESUMABLE, render
 from recipe.tokenizer import load_tokenizer
 
-__all__ = ["ENCODING", "new_parser", "encode_messages", "encode_messages_to_ids", "grammar"]
+__all__ = ["ENCODING", "new_parser", "grammar"]
 
 _PACKAGE = "recipe.encodings.deepseek_v4"
 
 new_parser = lazy(f"{_PACKAGE}.output", "OutputParser", "A V4 output parser (arguments as OutputParser's).")
-encode_messages = lazy(f"{_PACKAGE}.reference", "encode_messages")
-encode_messages_to_ids = lazy(f"{_PACKAGE}.reference", "encode_messages_to_ids")
 grammar = lazy(f"{_PACKAGE}.grammar", "build_grammar")
 
 #: The DeepSeek-V4 family record (model table rows: V4-Pro and V4-Flash, both spellings).
-ENCODING = Encoding(
+ENCODING = with_reference(
+    __name__,
     name="deepseek_v4",
     render=render,
     new_parser=new_parser,
-    encode_messages=encode_messages,
-    encode_messages_to_ids=encode_messages_to_ids,
     special_tokens=SPECIAL_IDS,
     stop_tokens=(EOS,),
     models=("DeepSeek-V4-Pro", "DeepSeek-V4-Flash", "deepseek-v4-pro", "deepseek-v4-flash"),

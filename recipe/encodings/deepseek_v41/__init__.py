@@ -20,14 +20,14 @@ needs V4.1's vocabulary and raises ``MissingSpecialTokenError`` without it.
 
 from __future__ import annotations
 
-from recipe.encodings.base import Encoding, RequestRules, lazy
+from recipe.encodings.base import RequestRules, lazy, with_reference
 from recipe.encodings.deepseek_v4 import new_parser
 from recipe.encodings.deepseek_v4.constants import EOS
 from recipe.encodings.deepseek_v41.constants import IMAGE, SPECIAL_IDS, SYSTEM
 from recipe.encodings.deepseek_v41.render import RESUMABLE, parsing, render
 from recipe.tokenizer import load_tokenizer
 
-__all__ = ["ENCODING", "VOCABULARY_HINT", "encode_messages", "encode_messages_to_ids", "grammar"]
+__all__ = ["ENCODING", "VOCABULARY_HINT", "grammar"]
 
 #: How to supply a V4.1 vocabulary (the end of the missing-special-token error).
 VOCABULARY_HINT = (
@@ -36,17 +36,14 @@ VOCABULARY_HINT = (
     "or --tokenizer PATH on the command line) to get token ids"
 )
 
-encode_messages = lazy("recipe.encodings.deepseek_v41.reference", "encode_messages")
-encode_messages_to_ids = lazy("recipe.encodings.deepseek_v41.reference", "encode_messages_to_ids")
 grammar = lazy("recipe.encodings.deepseek_v41.grammar", "grammar")
 
 #: The DeepSeek-V4.1 family record (model table rows: V4.1-Flash, both spellings).
-ENCODING = Encoding(
+ENCODING = with_reference(
+    __name__,
     name="deepseek_v41",
     render=render,
     new_parser=new_parser,
-    encode_messages=encode_messages,
-    encode_messages_to_ids=encode_messages_to_ids,
     special_tokens=SPECIAL_IDS,
     stop_tokens=(EOS,),
     models=("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash"),
