@@ -27,17 +27,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recipe.encodings.deepseek_v3.template import _header, _think_cut, fenced_call, render_0324
+from recipe.encodings.deepseek_v3.template import _header, _think_cut, glued_calls, render_0324
 from recipe.encodings.v3_shared.constants import (
     ASSISTANT,
     EOS,
     THINK_START,
-    TOOL_CALLS_BEGIN,
     TOOL_CALLS_END,
     TOOL_OUTPUTS_BEGIN,
     TOOL_OUTPUTS_END,
 )
-from recipe.encodings.v3_shared.jinja import calls_of, check_messages, s, tool_result, turns, user_turn
+from recipe.encodings.v3_shared.jinja import check_messages, s, tool_result, turns, user_turn
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
 from recipe.prompt import Prompt
 
@@ -60,17 +59,7 @@ def _render_2501(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
             calls = m["tool_calls"]
             if calls is None:
                 raise ChatTemplateError(f"{t} template: tool_calls is None (the template iterates it; leave the key out)")
-            for call in calls_of(calls, t):
-                if not is_first:
-                    out.special(ASSISTANT)
-                    if content is not None:
-                        out.content(i, s(content, "an assistant message's content", t))
-                    out.special(TOOL_CALLS_BEGIN)
-                    fenced_call(out, call, t)
-                    is_first = True
-                else:
-                    out.lit("\n")
-                    fenced_call(out, call, t)
+            is_first = glued_calls(out, i, content, calls, t, is_first, close_each=False)
             out.special(TOOL_CALLS_END)
             out.special(EOS)
         if role == "assistant" and "tool_calls" not in m:

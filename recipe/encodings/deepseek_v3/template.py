@@ -43,24 +43,12 @@ from recipe.encodings.v3_shared.constants import (
     TOOL_OUTPUTS_END,
     TOOL_SEP,
 )
-from recipe.encodings.v3_shared.jinja import (
-    MISSING,
-    calls_of,
-    calls_turn,
-    check_messages,
-    function_of,
-    get,
-    open_results,
-    s,
-    system_prompt,
-    tool_result,
-    turns,
-    user_turn,
-)
+from recipe.encodings.v3_shared.jinja import MISSING, calls_of, calls_turn, check_messages, function_of, get
+from recipe.encodings.v3_shared.jinja import open_results, s, system_prompt, tool_result, turns, user_turn
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
 from recipe.prompt import Prompt
 
-__all__ = ["REVISIONS", "render_messages", "fenced_call"]
+__all__ = ["REVISIONS", "render_messages", "fenced_call", "glued_calls"]
 
 #: The template revisions this module renders.
 REVISIONS = ("V3-2412", "V3-0324")
@@ -78,6 +66,28 @@ def fenced_call(out: Out, call: Any, template: str) -> None:
     out.text(arguments)
     out.lit("\n```")
     out.special(TOOL_CALL_END)
+
+
+def glued_calls(out: Out, i: int, content: Any, calls: Any, template: str, is_first: bool, close_each: bool) -> bool:
+    """The first templates' call loop (V3-2412, R1-2501/2502), whose first-call flag is never reset:
+    the first call ever opens ``<｜Assistant｜>`` [content] ``<｜tool▁calls▁begin｜>``; every later call,
+    in any turn, is ``\n`` + the call (V3-2412 writes ``</TCS><EOS>`` after each of those:
+    ``close_each``). Returns the flag."""
+    for call in calls_of(calls, template):
+        if not is_first:
+            out.special(ASSISTANT)
+            if content is not None:
+                out.content(i, s(content, "an assistant message's content", template))
+            out.special(TOOL_CALLS_BEGIN)
+            fenced_call(out, call, template)
+            is_first = True
+        else:
+            out.lit("\n")
+            fenced_call(out, call, template)
+            if close_each:
+                out.special(TOOL_CALLS_END)
+                out.special(EOS)
+    return is_first
 
 
 def _header(out: Out, messages: Sequence[Mapping[str, Any]], template: str) -> None:
@@ -101,17 +111,7 @@ def _render_2412(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
             user_turn(out, i, content, t)
         if role == "assistant" and content is None:
             is_tool = False
-            for call in calls_of(get(m, "tool_calls"), t):
-                if not is_first:
-                    out.special(ASSISTANT)
-                    out.special(TOOL_CALLS_BEGIN)
-                    fenced_call(out, call, t)
-                    is_first = True
-                else:
-                    out.lit("\n")
-                    fenced_call(out, call, t)
-                    out.special(TOOL_CALLS_END)
-                    out.special(EOS)
+            is_first = glued_calls(out, i, content, get(m, "tool_calls"), t, is_first, close_each=True)
         if role == "assistant" and content is not None:
             text = s(content, "an assistant message's content", t)
             if is_tool:

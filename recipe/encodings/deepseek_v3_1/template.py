@@ -44,17 +44,8 @@ from recipe.encodings.v3_shared.constants import (
     TOOL_CALLS_END,
     TOOL_SEP,
 )
-from recipe.encodings.v3_shared.jinja import (
-    MISSING,
-    calls_turn,
-    check_messages,
-    function_of,
-    get,
-    s,
-    tool_result,
-    turns,
-    user_turn,
-)
+from recipe.encodings.v3_shared.jinja import MISSING, calls_turn, check_messages, function_of, get
+from recipe.encodings.v3_shared.jinja import s, tool_result, turns, user_turn
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
 from recipe.prompt import Prompt, Segment, Special, Text
 
