@@ -249,9 +249,8 @@ def lazy(module: str, name: str, doc: str = "", **fixed: Any) -> Callable[..., A
     return call
 
 
-def with_reference(package: str, **fields: Any) -> Encoding:
-    """The :class:`Encoding` with ``fields`` whose reference encoder is ``package``'s ``reference``
-    module (``encode_messages``, ``encode_messages_to_ids``), imported on first use."""
-    module = f"{package}.reference"
+def with_reference(module: str, **fields: Any) -> Encoding:
+    """The :class:`Encoding` with ``fields`` whose reference encoder is the module named ``module``
+    (its ``encode_messages`` and ``encode_messages_to_ids``), imported on first use."""
     return Encoding(encode_messages=lazy(module, "encode_messages"),
                     encode_messages_to_ids=lazy(module, "encode_messages_to_ids"), **fields)

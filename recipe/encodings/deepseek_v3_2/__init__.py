@@ -22,7 +22,7 @@ new_parser = lazy("recipe.encodings.deepseek_v3_2.output", "new_parser")
 
 #: The DeepSeek-V3.2 family record.
 ENCODING = with_reference(
-    __name__,
+    "recipe.encodings.deepseek_v3_2.reference",
     name="deepseek_v3_2",
     render=render,
     new_parser=new_parser,

@@ -19,14 +19,12 @@ from recipe.tokenizer import load_tokenizer
 
 __all__ = ["ENCODING", "new_parser", "grammar"]
 
-_PACKAGE = "recipe.encodings.deepseek_v4"
-
-new_parser = lazy(f"{_PACKAGE}.output", "OutputParser", "A V4 output parser (arguments as OutputParser's).")
-grammar = lazy(f"{_PACKAGE}.grammar", "build_grammar")
+new_parser = lazy("recipe.encodings.deepseek_v4.output", "OutputParser", "A V4 output parser (arguments as OutputParser's).")
+grammar = lazy("recipe.encodings.deepseek_v4.grammar", "build_grammar")
 
 #: The DeepSeek-V4 family record (model table rows: V4-Pro and V4-Flash, both spellings).
 ENCODING = with_reference(
-    __name__,
+    "recipe.encodings.deepseek_v4.reference",
     name="deepseek_v4",
     render=render,
     new_parser=new_parser,

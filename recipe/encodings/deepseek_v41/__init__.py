@@ -40,7 +40,7 @@ grammar = lazy("recipe.encodings.deepseek_v41.grammar", "grammar")
 
 #: The DeepSeek-V4.1 family record (model table rows: V4.1-Flash, both spellings).
 ENCODING = with_reference(
-    __name__,
+    "recipe.encodings.deepseek_v41.reference",
     name="deepseek_v41",
     render=render,
     new_parser=new_parser,
