@@ -45,7 +45,7 @@ def test_redis_store_round_trip_expiry_and_scopes(redis_url):
     alice, bob = ScopedStore(store, "alice"), ScopedStore(store, "bob")
     alice.save(_record("resp_c", "resp_x"))
     assert alice.load("resp_c") == _record("resp_c", "resp_x") and bob.load("resp_c") is None
-    assert store.load("alice/resp_c").previous_response_id == "alice/resp_x"
+    assert store.load("5:alice/resp_c").previous_response_id == "5:alice/resp_x"
 
 
 def test_redis_down_is_a_clear_error_not_a_miss():
@@ -127,6 +127,5 @@ def test_responses_are_stored_unless_store_false(tmp_path):
 def test_memory_store_scopes():
     inner = MemoryStore()
     ScopedStore(inner, "t").save(_record("resp_1"))
-    assert inner.load("t/resp_1").id == "t/resp_1" and ScopedStore(inner, "u").load("resp_1") is None
-    with pytest.raises(ValueError):
-        ScopedStore(inner, "")
+    assert inner.load("1:t/resp_1").id == "1:t/resp_1" and ScopedStore(inner, "u").load("resp_1") is None
+    assert ScopedStore(inner, "t").load("resp_1").id == "resp_1" and ScopedStore(inner, "").load("1:t/resp_1") is None

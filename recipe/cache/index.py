@@ -46,11 +46,11 @@ class PrefixIndexUnavailable(RuntimeError):
 def namespace(spec: KeySpec, prefix: str = "recipe:pc") -> str:
     """Index namespace for a key space: scheme version, block size, model and a tenant tag.
 
-    The tenant tag is the first 16 hex digits of SHA-256 of the salt (the salt itself is never
-    written to the store), ``-`` without a salt. Fields after ``prefix`` are percent-quoted, so ``:``
+    The tenant tag is SHA-256 of the salt, 64 hex digits (the salt itself is never written to the
+    store; whole, so no two salts share a tag), ``-`` without a salt. Fields after ``prefix`` are percent-quoted, so ``:``
     separates them unambiguously.
     """
-    tenant = hashlib.sha256(spec.salt.encode("utf-8")).hexdigest()[:16] if spec.salt else "-"
+    tenant = hashlib.sha256(spec.salt.encode("utf-8")).hexdigest() if spec.salt else "-"
     parts = (spec.version, str(spec.block_size), spec.model or "-", tenant)
     return ":".join([prefix, *(quote(p, safe="/") for p in parts)])
 

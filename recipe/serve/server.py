@@ -71,8 +71,9 @@ class ServerState:
         self.tokenizer: Tokenizer | None = tokenizer
 
     def scoped(self, tenant: Tenant) -> ConversationStore:
-        """The tenant's view of the conversation store."""
-        return self.store if not tenant.name else ScopedStore(self.store, tenant.name)
+        """The tenant's view of the conversation store (the open server's too: scope ``""``), keyed by
+        :func:`~recipe.store.conversations.scope_key`."""
+        return ScopedStore(self.store, tenant.name)
 
 
 def _prompt_ids(prep: Any) -> list[int]:

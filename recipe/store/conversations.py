@@ -5,9 +5,9 @@ items and the response's output items (:func:`remember`); a later request naming
 ``previous_response_id`` is expanded to the full history before conversion (:func:`expand_request`).
 ``instructions`` are not carried over (OpenAI Responses semantics). Backends: in memory, SQLite (a
 file; survives restarts) and Redis (:mod:`recipe.store.redis_store`, shared by a replica fleet).
-:class:`ScopedStore` gives each tenant its own id space over one backend. A backend that cannot be
-reached raises :class:`StoreUnavailable`, never a wrong or missing record. Records expire
-``ttl`` seconds after their ``created_at`` (every backend; ``recipe serve --store-ttl``, default
+:class:`ScopedStore` gives each tenant its own id space over one backend (:func:`scope_key`). A
+backend that cannot be reached raises :class:`StoreUnavailable`, never a wrong or missing record.
+Records expire ``ttl`` seconds after their ``created_at`` (every backend; ``recipe serve --store-ttl``, default
 :data:`DEFAULT_TTL`: OpenAI keeps stored responses 30 days) and can be deleted
 (``DELETE /v1/responses/{id}``).
 """
@@ -38,6 +38,8 @@ __all__ = [
     "MemoryStore",
     "SQLiteStore",
     "ScopedStore",
+    "scope_key",
+    "split_scope_key",
     "history",
     "expand_request",
     "relocate_error",
@@ -210,38 +212,87 @@ class SQLiteStore:
             self._conn.close()
 
 
+def scope_key(scope: str, response_id: str) -> str:
+    """The backend key of ``response_id`` in tenant ``scope``: ``LEN:SCOPE/ID`` (``LEN`` the scope's
+    length in code points, decimal), so no two distinct ``(scope, id)`` pairs share a key whatever
+    characters either holds (``/``, ``:``, NUL, any unicode). The open server's scope (``""``) keeps
+    bare ids, as it always did, except an id that reads as a ``LEN:SCOPE/ID`` key: that one is
+    ``0:/ID``. :func:`split_scope_key` inverts it.
+    """
+    if not scope and _parse(response_id) is None:
+        return response_id
+    return f"{len(scope)}:{scope}/{response_id}"
+
+
+def _parse(key: str) -> tuple[str, str] | None:
+    digits, colon, rest = key.partition(":")
+    if not colon or not digits.isascii() or not digits.isdigit() or (len(digits) > 1 and digits[0] == "0"):
+        return None
+    n = int(digits)
+    if len(rest) <= n or rest[n] != "/":
+        return None
+    return rest[:n], rest[n + 1:]
+
+
+def split_scope_key(key: str) -> tuple[str, str]:
+    """``(scope, id)`` of a :func:`scope_key` key (a bare id: the open scope's, ``("", key)``)."""
+    return _parse(key) or ("", key)
+
+
+def _legacy_key(scope: str, response_id: str) -> str | None:
+    """The key a tenant's record had before :func:`scope_key` (``SCOPE/ID``), when that key can only
+    have been written for this pair: neither part holds ``/`` (so the split is unique) and the scope
+    holds no ``:`` (so it is no ``LEN:SCOPE/ID`` key); else None. (Only a record saved by a caller
+    of the open scope with an id holding ``/`` could share it; the server makes no such ids.)"""
+    if not scope or "/" in scope or "/" in response_id or ":" in scope:
+        return None
+    return f"{scope}/{response_id}"
+
+
 class ScopedStore:
-    """One tenant's view of a shared store: ids are kept as ``SCOPE/ID`` in the backend, so a tenant
-    can neither load nor continue (``previous_response_id``) another tenant's responses.
+    """One tenant's view of a shared store: ids are kept under :func:`scope_key` keys in the backend
+    (``LEN:SCOPE/ID``), so a tenant can neither load nor continue (``previous_response_id``) another
+    tenant's responses, whatever the tenants' names and the ids hold.
+
+    A tenant's records written before that form (``SCOPE/ID``) are still read where that key cannot
+    belong to another tenant's pair (see :func:`_legacy_key`); the open scope's keys did not change.
 
     Args:
         inner: the shared backend.
-        scope: the tenant's name (non-empty; use the backend itself for an open server).
+        scope: the tenant's name (``""``: the open server's one scope).
     """
 
     def __init__(self, inner: ConversationStore, scope: str) -> None:
-        if not scope:
-            raise ValueError("a scope must be non-empty")
         self.inner = inner
-        self.prefix = scope + "/"
+        self.scope = scope
 
     def save(self, record: StoredResponse) -> None:
         """Save ``record`` under this scope."""
         prev = record.previous_response_id
-        self.inner.save(replace(record, id=self.prefix + record.id, previous_response_id=None if prev is None else self.prefix + prev))
+        self.inner.save(replace(record, id=scope_key(self.scope, record.id),
+                                previous_response_id=None if prev is None else scope_key(self.scope, prev)))
 
     def delete(self, response_id: str) -> bool:
-        """Remove this scope's record for ``response_id``; False for another scope's ids."""
-        return self.inner.delete(self.prefix + response_id)
+        """Remove this scope's record for ``response_id`` (a record under its key from before
+        :func:`scope_key` too); False for another scope's ids."""
+        if self.inner.delete(scope_key(self.scope, response_id)):
+            return True
+        legacy = _legacy_key(self.scope, response_id)
+        return legacy is not None and self.inner.delete(legacy)
 
     def load(self, response_id: str) -> StoredResponse | None:
         """This scope's record for ``response_id``, or None (also for another scope's ids)."""
-        rec = self.inner.load(self.prefix + response_id)
+        rec = self.inner.load(scope_key(self.scope, response_id))
+        if rec is not None:
+            prev = rec.previous_response_id
+            owner, prev_id = split_scope_key(prev) if prev is not None else (self.scope, None)
+            return replace(rec, id=response_id, previous_response_id=prev_id if owner == self.scope else prev)
+        legacy = _legacy_key(self.scope, response_id)
+        rec = None if legacy is None else self.inner.load(legacy)
         if rec is None:
             return None
-        n = len(self.prefix)
-        prev = rec.previous_response_id
-        return replace(rec, id=rec.id[n:], previous_response_id=prev[n:] if prev and prev.startswith(self.prefix) else prev)
+        prev, head = rec.previous_response_id, f"{self.scope}/"
+        return replace(rec, id=response_id, previous_response_id=prev[len(head):] if prev and prev.startswith(head) else prev)
 
 
 def _loads(data: bytes) -> Any:
