@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from recipe.errors import RequestError
 from recipe.options import DEFAULT_OPTIONS, Options
-from recipe.jsonfmt import dumps_wire
+from recipe.jsonfmt import dumps_wire, loads_request
 from recipe.output.driver import ENCODERS, CompletionStream
 from recipe.pipeline import prepare
 from recipe.serve.config import ServeConfig
@@ -186,17 +186,22 @@ class GenerationRoute:
             counted = True
             raw = await _read_body(receive, st.options.max_body_bytes, _header(scope, b"content-length"))
             store = st.scoped(tenant)
-            if len(raw) > st.config.prepare_inline_bytes or (api == "responses" and b"previous_response_id" in raw):
-                prep = await asyncio.to_thread(prepare, raw, api, options=st.options, store=store, tokenizer=st.tokenizer)
+            body: Any = raw
+            if len(raw) <= st.config.prepare_inline_bytes and api == "responses":
+                # the parsed value decides, not the bytes (``previous\u005fresponse_id`` is the same
+                # field): a store lookup (SQLite, Redis) never runs on the event loop
+                body = loads_request(raw)
+            if len(raw) > st.config.prepare_inline_bytes or _needs_store(body):
+                prep = await asyncio.to_thread(prepare, body, api, options=st.options, store=store, tokenizer=st.tokenizer)
             else:
-                prep = prepare(raw, api, options=st.options, store=store, tokenizer=st.tokenizer)
+                prep = prepare(body, api, options=st.options, store=store, tokenizer=st.tokenizer)
             route = await st.pool.route(_prompt_ids(prep), tenant.salt, prep.model)
             if route.index_failed:
                 m.index_errors.inc()
             replica = route.replica
             n = _choices(prep, replica.engine)
             m.child(m.routed, replica.name).inc()
-            job = Job(api, prep, _body(raw) if api == "responses" else {}, replica.engine,
+            job = Job(api, prep, (body if isinstance(body, dict) else _body(raw)) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
                       m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer,
                       st.config.constrain, st.drain)
@@ -243,10 +248,13 @@ class GenerationRoute:
             release()
 
 
+def _needs_store(body: Any) -> bool:
+    """Whether a parsed Responses body names a stored turn (its expansion reads the store)."""
+    return isinstance(body, dict) and body.get("previous_response_id") is not None
+
+
 def _body(raw: bytes) -> dict[str, Any]:
     """The parsed body for the store (``prepare`` already accepted it, so it is a JSON object)."""
-    from recipe.jsonfmt import loads_request
-
     return loads_request(raw)
 
 
