@@ -11,13 +11,16 @@
 - a stream that ends on EOS or a stop sequence closes the engine stream at once; so do a client
   disconnect and the timeouts (:class:`~recipe.serve.guard.Guard`), which abort the engine request;
 - Responses: the answered turn is stored before the final event is sent, so the client's next turn
-  (``previous_response_id``) always finds it.
+  (``previous_response_id``) always finds it; a turn the store failed to save is answered with
+  ``"store": false`` in its final response object (``response.created`` and ``response.in_progress``
+  carry what the request asked for).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -39,6 +42,8 @@ from recipe.store.conversations import ConversationStore, remember
 from recipe.tokenizer import TokenIdError, Tokenizer
 
 __all__ = ["Job", "run", "json_response", "Send"]
+
+_log = logging.getLogger(__name__)
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -188,7 +193,7 @@ class _ResponsesState:
     ``store`` before they go out).
     """
 
-    __slots__ = ("prev", "store", "seq", "base", "output", "final", "last")
+    __slots__ = ("prev", "store", "seq", "base", "output", "final", "last", "held")
 
     def __init__(self, body: Mapping[str, Any], storing: bool) -> None:
         self.prev = body.get("previous_response_id")
@@ -198,6 +203,7 @@ class _ResponsesState:
         self.output: list[Any] = []
         self.final: dict[str, Any] | None = None
         self.last = b""  # the latest push_sse frames not read back (their sequence numbers follow seq)
+        self.held: list[dict[str, Any]] = []  # the finishing push's payloads, framed once the turn is stored
 
     def see_sse(self, data: bytes, cs: CompletionStream) -> bytes:
         """The frames ``data`` of one ``push_sse`` of ``cs``, as they go out (see the class docstring)."""
@@ -206,7 +212,15 @@ class _ResponsesState:
             return data
         payloads = _read_frames(data)
         self.see(payloads)
+        if cs.finished:  # framed after the save, which may turn ``store`` false (:meth:`take_held`)
+            self.held = payloads
+            return b""
         return cs.sse(payloads)
+
+    def take_held(self) -> list[dict[str, Any]]:
+        """The payloads :meth:`see_sse` held back from the finishing push (already seen), once."""
+        held, self.held = self.held, []
+        return held
 
     def see(self, payloads: list[dict[str, Any]]) -> None:
         for p in payloads:
@@ -292,16 +306,20 @@ def _count(job: Job, usage: _Usage) -> None:
     m.child(m.completion_tokens, api).inc(usage.completion)
 
 
-async def _save(job: Job, final: Mapping[str, Any] | None) -> None:
-    """Store a Responses turn (in a thread: SQLite and Redis block); a failing store is counted,
-    the answer still goes out."""
-    if job.store is None or final is None or job.api != "responses":
+async def _save(job: Job, final: dict[str, Any] | None) -> None:
+    """Store a Responses turn (in a thread: SQLite and Redis block) before its final event or
+    object goes out. A failing store is counted and logged with the request id, and ``final`` then
+    says ``"store": false``: the answer still goes out, and never claims a turn that was not stored."""
+    if job.store is None or final is None or job.api != "responses" or final.get("store") is False:
         return
     try:
         await asyncio.to_thread(remember, job.store, job.body, final)
-    except Exception:  # StoreUnavailable, sqlite3.Error
+    except Exception as exc:  # StoreUnavailable, sqlite3.Error
+        final["store"] = False
         job.metrics.store_errors.inc()
         job.metrics.child(job.metrics.errors, job.api, "store_unavailable").inc()
+        _log.warning("request %s: the turn was not stored (answered with store: false): %s: %s",
+                     job.response_id, type(exc).__name__, exc)
 
 
 async def run(job: Job, receive: Receive | None, send: Send) -> None:
@@ -393,6 +411,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                 if rstate is not None:
                     rstate.see(out)
                     await _save(job, rstate.final)
+                    out = rstate.take_held() + out
             elif rstate is not None:
                 rstate.see(out)
             if out:
@@ -502,8 +521,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
         if api == "responses":
             body["previous_response_id"] = job.body.get("previous_response_id")
             body["store"] = job.store is not None and job.body.get("store") is not False
-            if body["store"]:
-                await _save(job, body)
+            await _save(job, body)
         m.child(m.requests, api, "200").inc()
         await json_response(send, 200, body, _id_headers(job))
         m.child(m.ttft, api).observe(time.perf_counter() - job.started)
