@@ -175,10 +175,7 @@ class GenerationRoute:
             await json_response(send_last_releases, status, body, ids)
 
         try:
-            tenant = st.tenants.authenticate(_header(scope, b"authorization"), _header(scope, b"x-api-key"))
-            if tenant is None:
-                raise ServeError("authentication", "Incorrect API key provided." if (
-                    _header(scope, b"authorization") or _header(scope, b"x-api-key")) else "Missing API key.")
+            tenant = _authenticate(st.tenants, scope["headers"])
             limit = st.config.max_concurrency
             if limit is not None and st.in_flight >= limit:
                 raise ServeError("overloaded", f"The server is overloaded: {limit} requests in flight. Retry later.")
@@ -263,12 +260,37 @@ def _error(request: Request, api: str, err: ServeError | RequestError) -> Respon
     return JSONResponse(body, status_code=status)
 
 
-def _tenant(request: Request, st: ServerState, api: str) -> Tenant | Response:
-    auth, key = request.headers.get("authorization"), request.headers.get("x-api-key")
-    tenant = st.tenants.authenticate(auth, key)
+def _authenticate(tenants: Tenants, headers: Sequence[tuple[bytes, bytes]]) -> Tenant:
+    """The tenant of a request's ASGI ``headers`` (:data:`~recipe.serve.tenants.OPEN` on an open
+    server).
+
+    Raises:
+        ServeError: 401 ``authentication``: a missing or unknown key, an ``Authorization`` or
+            ``x-api-key`` header sent more than once, or both sent with different keys (a proxy in
+            front that checks another copy than ours would let another tenant's request through).
+    """
+    if tenants.open:
+        return tenants.authenticate(None, None)
+    auth = [v.decode("latin-1") for k, v in headers if k == b"authorization"]
+    key = [v.decode("latin-1") for k, v in headers if k == b"x-api-key"]
+    if len(auth) > 1 or len(key) > 1:
+        raise ServeError("authentication", f"The {'Authorization' if len(auth) > 1 else 'x-api-key'} header was sent "
+                                           f"more than once; send one API key.")
+    scheme, _, bearer = auth[0].partition(" ") if auth else ("", "", "")
+    if key and scheme.lower() == "bearer" and bearer.strip() and bearer.strip() != key[0].strip():
+        raise ServeError("authentication", "The Authorization and x-api-key headers name different API keys; "
+                                           "send one API key.")
+    tenant = tenants.authenticate(auth[0] if auth else None, key[0] if key else None)
     if tenant is None:
-        return _error(request, api, ServeError("authentication", "Incorrect API key provided." if auth or key else "Missing API key."))
+        raise ServeError("authentication", "Incorrect API key provided." if auth or key else "Missing API key.")
     return tenant
+
+
+def _tenant(request: Request, st: ServerState, api: str) -> Tenant | Response:
+    try:
+        return _authenticate(st.tenants, request.scope["headers"])
+    except ServeError as err:
+        return _error(request, api, err)
 
 
 def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
