@@ -96,6 +96,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="what engines enforce: full (default) the grammar of the whole turn (reasoning, tool "
                         "calls, response_format), format response_format only, off nothing")
     p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
+    p.add_argument("--probe-seconds", type=_seconds, default=2.0, metavar="S",
+                   help="how often each engine is probed for /health/ready and to readmit an ejected replica "
+                        "(0 or none: never)")
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     # SUPPRESS: a value given before the subcommand (the main parser's option) is kept
     p.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS,
@@ -191,7 +194,7 @@ def build(ns: argparse.Namespace) -> Any:
             options = replace(options, max_body_bytes=ns.max_body_bytes)
         timeouts = Timeouts(ns.connect_timeout, ns.first_token_timeout, ns.idle_timeout, ns.total_timeout)
         config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
-                             constrain=ns.constrain)
+                             constrain=ns.constrain, probe_seconds=ns.probe_seconds)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
     try:

@@ -64,6 +64,9 @@ class ServeConfig:
             instead of tens, which would otherwise stall every stream of the event loop at once. It
             is process-wide: turn it off when embedding the app in a process that manages its own
             collector.
+        probe_seconds: how often each replica is probed in the background (HTTP engines: ``GET
+            /health``) for ``/health/ready`` and to readmit an ejected replica; None: never (every
+            replica counts as reachable).
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -75,6 +78,7 @@ class ServeConfig:
     constrain: str = "full"
     warm: bool = True
     gc_freeze: bool = True
+    probe_seconds: float | None = 2.0
 
     def __post_init__(self) -> None:
         if self.constrain not in ("off", "format", "full"):
@@ -83,3 +87,5 @@ class ServeConfig:
             raise ValueError("max_concurrency must be >= 1 or None")
         if not self.coalesce_ms >= 0:
             raise ValueError("coalesce_ms must be >= 0")
+        if self.probe_seconds is not None and not self.probe_seconds > 0:
+            raise ValueError("probe_seconds must be > 0 or None")

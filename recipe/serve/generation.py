@@ -37,6 +37,7 @@ from recipe.serve.engines.base import Engine, EngineDelta, EngineError, EngineRe
 from recipe.serve.errors import ServeError, error_json, from_engine_error, stream_error
 from recipe.serve.guard import Drain, Guard
 from recipe.serve.metrics import Metrics
+from recipe.serve.pool import ReplicaPool
 from recipe.serve.writer import FrameWriter
 from recipe.store.conversations import ConversationStore, remember
 from recipe.tokenizer import TokenIdError, Tokenizer
@@ -70,6 +71,9 @@ class Job:
         tokenizer: the vocabulary (the encoding's default when None).
         constrain: how much of the output constraint reaches the engine (``ServeConfig.constrain``).
         drain: the server's shutdown deadline (:class:`~recipe.serve.guard.Drain`), or None.
+        pool: the replica pool ``replica`` belongs to, told of the engine's failures and successes
+            (a refused connection is resent to another replica: ``engine`` and ``replica`` change),
+            or None.
     """
 
     api: str
@@ -89,6 +93,7 @@ class Job:
     tokenizer: Tokenizer | None = None
     constrain: str = "full"
     drain: Drain | None = None
+    pool: ReplicaPool | None = None
 
 
 def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
@@ -335,6 +340,57 @@ async def run(job: Job, receive: Receive | None, send: Send) -> None:
         job.metrics.child(job.metrics.generation, job.api).observe(time.perf_counter() - job.started)
 
 
+async def _open(job: Job) -> tuple[AsyncIterator[EngineDelta], EngineDelta, float]:
+    """Send ``job`` to its engine: the stream, its first delta and the seconds it took. A connection
+    never made (refused, unreachable) is resent to another replica of the pool (``job.engine`` and
+    ``job.replica`` then name it), never to the one that failed; the pool hears of each outcome.
+
+    Raises:
+        EngineError: the last replica's failure (logged once, with the request id and replica).
+    """
+    tried: set[str] = set()
+    while True:
+        it = job.engine.generate(EngineRequest.from_prepared(job.prep, job.response_id, job.cache_salt, job.constrain))
+        try:
+            d, seconds = await _first(it)
+        except BaseException as exc:
+            await _aclose(it)  # (a cancel too: the engine request is aborted)
+            if not isinstance(exc, EngineError):
+                raise
+            replica = job.pool.get(job.replica) if job.pool is not None else None
+            nxt = job.pool.failover(replica, exc, tried) if job.pool is not None and replica is not None else None
+            if nxt is None:
+                _log_engine_error(job, exc, tell_pool=False)  # (failover told it)
+                raise
+            _log.warning("request %s: replica %s refused the connection; resent to %s (%s)", job.response_id,
+                         job.replica, nxt.name, exc.message)
+            tried.add(job.replica)
+            job.engine, job.replica = nxt.engine, nxt.name
+            continue
+        if job.pool is not None:
+            replica = job.pool.get(job.replica)
+            if replica is not None and (replica.failures or replica.ejected_until):
+                job.pool.succeeded(replica)
+        return it, d, seconds
+
+
+def _log_guard(job: Job, guard: Guard) -> None:
+    """Log a generation the server's timeouts stopped (a shutdown is not the engine's failure)."""
+    if guard.reason != "shutdown":
+        _log.warning("request %s: engine %s failed: %s", job.response_id, job.replica, _timeout_error(guard).message)
+
+
+def _log_engine_error(job: Job, exc: BaseException, tell_pool: bool = True) -> None:
+    """Log an engine failure once (the request id, the replica, what happened), and tell the pool."""
+    if isinstance(exc, EngineError):
+        if tell_pool and job.pool is not None and (replica := job.pool.get(job.replica)) is not None:
+            job.pool.failed(replica, exc)
+        what = f"{exc.kind}: {exc.message}"
+    else:
+        what = f"{type(exc).__name__}: {exc}"
+    _log.warning("request %s: engine %s failed: %s", job.response_id, job.replica, what)
+
+
 async def _first(it: AsyncIterator[EngineDelta]) -> tuple[EngineDelta, float]:
     """The engine's first delta and the seconds it took (observed by the caller, after the first
     byte is out: a metric is not on the way to the first token)."""
@@ -362,7 +418,7 @@ async def _pre_stream_error(job: Job, send: Send, err: ServeError) -> None:
 
 async def _stream(job: Job, guard: Guard, send: Send) -> None:
     api, prep, m = job.api, job.prep, job.metrics
-    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt, job.constrain))
+    it: AsyncIterator[EngineDelta] | None = None
     writer: FrameWriter | None = None
     rstate = _ResponsesState(job.body, job.store is not None and job.body.get("store") is not False) if api == "responses" else None
     usage = _Usage(len(prep.token_ids), 0)
@@ -371,10 +427,9 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
     cs: CompletionStream | None = None
     try:
         try:
-            d, engine_seconds = await _first(it)
+            it, d, engine_seconds = await _open(job)
             guard.touch()
         except EngineError as exc:
-            await _aclose(it)
             return await _pre_stream_error(job, send, from_engine_error(exc))
         cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
         usage.cached = opened_cached = min(max(cached, 0), usage.prompt)
@@ -444,10 +499,12 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                 writer.abandon()
             m.child(m.errors, api, "disconnect").inc()
             return
+        _log_guard(job, guard)
         await _fail(job, send, writer, _guard_error(guard), rstate, cs)
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
+        _log_engine_error(job, _engine_error(exc))
         await _fail(job, send, writer, from_engine_error(_engine_error(exc)), rstate, cs)
     finally:
         await _aclose(it)
@@ -474,7 +531,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
     """Collect the whole output, then answer the response object (engine stopped early on a stop
     sequence, as in a stream)."""
     api, prep, m = job.api, job.prep, job.metrics
-    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt, job.constrain))
+    it: AsyncIterator[EngineDelta] | None = None
     ids: list[int] = []
     lps: list[Any] | None = [] if prep.conversation.sampling.logprobs else None
     watch = CompletionStream(prep, response_id=job.response_id, tokenizer=job.tokenizer) if prep.parsing.stop_sequences else None
@@ -482,7 +539,7 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
     finish = "stop"
     stops = frozenset(prep.engine.stop_token_ids) if prep.engine is not None else frozenset()
     try:
-        d, engine_seconds = await _first(it)
+        it, d, engine_seconds = await _open(job)
         m.child(m.engine_latency, job.replica).observe(engine_seconds)  # no byte goes out before the whole answer
         guard.touch()
         while True:
@@ -533,10 +590,13 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
         if guard.reason == "disconnect":
             m.child(m.errors, api, "disconnect").inc()
             return
+        _log_guard(job, guard)
         await _pre_stream_error(job, send, _guard_error(guard))
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
+        if it is not None:  # (_open logged a failure before the first delta)
+            _log_engine_error(job, _engine_error(exc))
         await _pre_stream_error(job, send, from_engine_error(_engine_error(exc)))
     finally:
         await _aclose(it)

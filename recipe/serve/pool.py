@@ -4,29 +4,58 @@ routed request records its keys for its replica.
 
 With one replica nothing is hashed or looked up. A failing index (Redis down) never fails a request:
 it is routed by load alone and counted (``recipe_prefix_index_errors_total``).
+
+Replica health: a replica whose connection failed (refused, unreachable, connect timeout) or broke
+is ejected for a backoff (1 s, doubling per consecutive failure up to 30 s) and routed around while
+another replica is in; a request refused before a byte reached the engine is retried on another
+replica (:meth:`ReplicaPool.failover`), never the one that just failed. A background probe
+(:meth:`ReplicaPool.probe`: each HTTP engine's ``GET /health``) says which replicas are reachable
+(``/health/ready``) and readmits an ejected one as soon as it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from recipe.cache.index import MemoryPrefixIndex, PrefixIndex, PrefixIndexUnavailable, RedisPrefixIndex, namespace
 from recipe.cache.keys import DEFAULT_BLOCK_SIZE, KeySpec, block_keys, cached_prompt_tokens
-from recipe.serve.engines.base import Engine
+from recipe.serve.engines.base import Engine, EngineError
 
-__all__ = ["Replica", "Route", "ReplicaPool"]
+__all__ = ["Replica", "Route", "ReplicaPool", "EJECT_BASE_SECONDS", "EJECT_MAX_SECONDS"]
+
+_log = logging.getLogger(__name__)
+
+#: A replica's first ejection lasts this many seconds, doubled per consecutive failure up to the max.
+EJECT_BASE_SECONDS = 1.0
+EJECT_MAX_SECONDS = 30.0
 
 
 @dataclass(slots=True)
 class Replica:
-    """One engine of the pool and its load."""
+    """One engine of the pool, its load and its health.
+
+    Attributes:
+        failures: consecutive connection failures (0 after a success or a good probe).
+        ejected_until: ``time.monotonic()`` until which the replica is routed around (0: in).
+        reachable: the last probe's answer (None: not probed yet; an engine without a probe is
+            always reachable).
+    """
 
     engine: Engine
     name: str
     in_flight: int = 0
     served: int = 0
+    failures: int = 0
+    ejected_until: float = 0.0
+    reachable: bool | None = None
+
+    def ejected(self, now: float | None = None) -> bool:
+        """Whether the replica is routed around now."""
+        return self.ejected_until > (time.monotonic() if now is None else now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +99,7 @@ class ReplicaPool:
                 name = f"{e.name}#{n}"
             names.add(name)
             self.replicas.append(Replica(e, name))
+        self._by_name = {r.name: r for r in self.replicas}
         self.index: PrefixIndex = index if index is not None else MemoryPrefixIndex()
         self.block_size = block_size
         self.max_imbalance = max_imbalance
@@ -78,23 +108,99 @@ class ReplicaPool:
     def __len__(self) -> int:
         return len(self.replicas)
 
+    def get(self, name: str) -> Replica | None:
+        """The replica named ``name``, or None."""
+        return self._by_name.get(name)
+
     def _by_load(self, candidates: Sequence[Replica]) -> Replica:
         return min(candidates, key=lambda r: (r.in_flight, r.served))
 
+    def available(self) -> list[Replica]:
+        """The replicas not ejected now; all of them when every one is (a request still gets a try)."""
+        now = time.monotonic()
+        live = [r for r in self.replicas if not r.ejected(now)]
+        return live or self.replicas
+
+    def ready(self) -> bool:
+        """Whether some replica is reachable (per the last probe; unprobed ones count as reachable)."""
+        return any(r.reachable is not False for r in self.replicas)
+
+    def failed(self, replica: Replica, err: EngineError) -> None:
+        """Record a failure of ``replica``: a connection failure (``unavailable``, a connect
+        ``timeout``) ejects it for the backoff; other errors (the engine answered) leave it in."""
+        if err.kind != "unavailable" and not err.connect_failed:
+            return
+        replica.failures += 1
+        backoff = min(EJECT_BASE_SECONDS * 2 ** (replica.failures - 1), EJECT_MAX_SECONDS)
+        replica.ejected_until = time.monotonic() + backoff
+        replica.reachable = False if err.connect_failed else replica.reachable
+        if replica.failures == 1:
+            _log.warning("replica %s ejected for %.0f s: %s", replica.name, backoff, err.message)
+
+    def succeeded(self, replica: Replica) -> None:
+        """Record that ``replica`` answered: it is back in with no failures."""
+        if replica.failures or replica.ejected_until:
+            _log.info("replica %s is back", replica.name)
+        replica.failures, replica.ejected_until, replica.reachable = 0, 0.0, True
+
+    def failover(self, failed: Replica, err: EngineError, tried: set[str]) -> Replica | None:
+        """Where to resend a request whose connection to ``failed`` was never made (``err.
+        connect_failed``): the least loaded replica not ejected and not in ``tried``, moving the
+        request's in-flight count there; None when the error allows no retry or none is left."""
+        self.failed(failed, err)
+        if not err.connect_failed:
+            return None
+        now = time.monotonic()
+        rest = [r for r in self.replicas if r.name not in tried and r is not failed and not r.ejected(now)]
+        if not rest:
+            return None
+        chosen = self._by_load(rest)
+        failed.in_flight -= 1
+        chosen.in_flight += 1
+        chosen.served += 1
+        return chosen
+
+    async def probe(self) -> None:
+        """Probe every replica once, at the same time: an engine with an ``async ping()`` (the HTTP
+        connectors: ``GET /health``, any answer below 500) is reachable when it answers, and then
+        readmitted if it was ejected; an engine without one always is."""
+
+        async def one(r: Replica) -> None:
+            ping = getattr(r.engine, "ping", None)
+            try:
+                ok = True if ping is None else bool(await ping())
+            except Exception:  # a probe never fails the server
+                ok = False
+            if ok and (r.failures or r.ejected_until):
+                self.succeeded(r)
+            elif not ok and r.reachable is not False:
+                _log.warning("replica %s is unreachable (health probe failed)", r.name)
+            r.reachable = ok
+
+        await asyncio.gather(*(one(r) for r in self.replicas))
+
+    async def probe_forever(self, interval: float) -> None:
+        """:meth:`probe` every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            await self.probe()
+
     async def route(self, token_ids: Sequence[int], salt: str | None, model: str = "") -> Route:
-        """Pick the replica for a prompt and record its keys there (see the module docstring)."""
+        """Pick the replica for a prompt and record its keys there (see the module docstring);
+        ejected replicas are skipped while another is in."""
         if len(self.replicas) == 1:
             return Route(self.replicas[0])
+        candidates = self.available()
         spec = KeySpec(block_size=self.block_size, model=model, salt=salt)
         keys = block_keys(token_ids, spec).keys
         ns = namespace(spec)
         try:
             scores = await self._call(self.index.scores, ns, keys)
         except PrefixIndexUnavailable:
-            return Route(self._by_load(self.replicas), ns, keys, 0, True)
-        best = max((scores.get(r.name, 0) for r in self.replicas), default=0)
-        chosen = self._by_load([r for r in self.replicas if scores.get(r.name, 0) == best])
-        least = self._by_load(self.replicas)
+            return Route(self._by_load(candidates), ns, keys, 0, True)
+        best = max((scores.get(r.name, 0) for r in candidates), default=0)
+        chosen = self._by_load([r for r in candidates if scores.get(r.name, 0) == best])
+        least = self._by_load(candidates)
         if self.max_imbalance is not None and chosen.in_flight - least.in_flight >= self.max_imbalance:
             chosen, best = least, scores.get(least.name, 0)
         failed = False

@@ -1,8 +1,9 @@
 """The ASGI app: Chat Completions, Responses and Messages over any engine (Starlette, run by uvicorn).
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/responses/{id}``,
-``POST /v1/messages``, ``POST /v1/messages/count_tokens``, ``GET /v1/models``, ``GET /health``,
-``GET /metrics``. The three generation routes are raw ASGI handlers (one code path,
+``POST /v1/messages``, ``POST /v1/messages/count_tokens``, ``GET /v1/models``, ``GET /health``
+(= ``/health/ready``: 503 while no replica is reachable), ``GET /health/live``, ``GET /metrics``.
+The three generation routes are raw ASGI handlers (one code path,
 :mod:`recipe.serve.generation`): key → tenant (401), concurrency limit (429 / 529), body read with
 its size limit (413, before parsing), ``prepare`` (the API's own 400), routing to a replica, then
 the engine.
@@ -201,7 +202,7 @@ class GenerationRoute:
             job = Job(api, prep, (body if isinstance(body, dict) else _body(raw)) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
                       m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer,
-                      st.config.constrain, st.drain)
+                      st.config.constrain, st.drain, st.pool)
             replica.in_flight += 1
             replica.served += 1
             generating = True
@@ -214,7 +215,8 @@ class GenerationRoute:
                 else:
                     await run(job, receive, reply)
             finally:
-                replica.in_flight -= 1
+                # (a refused connection moved the request, and its count, to another replica)
+                (st.pool.get(job.replica) or replica).in_flight -= 1
         except (ServeError, RequestError) as err:
             kind = err.kind if isinstance(err, ServeError) else "invalid_request" if err.status < 500 else "internal"
             if isinstance(err, RequestError) and err.status == 413:
@@ -337,8 +339,15 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         return JSONResponse({"object": "list", "data": [{"id": n, "object": "model", "created": 0, "owned_by": "recipe"}
                                                        for n in names]})
 
-    async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "replicas": [r.name for r in st.pool.replicas], "in_flight": st.in_flight})
+    async def live(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def ready(request: Request) -> Response:
+        now = time.monotonic()
+        ok = st.pool.ready()
+        return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": st.in_flight, "replicas": [
+            {"name": r.name, "reachable": r.reachable is not False, "ejected": r.ejected(now), "in_flight": r.in_flight}
+            for r in st.pool.replicas]}, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
         return Response(st.metrics.render(), media_type=CONTENT_TYPE)
@@ -350,7 +359,9 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         *extra_routes(st, _tenant, _error),
         Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
+        Route("/health", ready, methods=["GET"]),
+        Route("/health/ready", ready, methods=["GET"]),
+        Route("/health/live", live, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
 
@@ -400,7 +411,16 @@ def app(
             _warm(st)
         if config.gc_freeze:
             _freeze_once()
+        prober = None
+        if config.probe_seconds is not None:
+            with contextlib.suppress(asyncio.TimeoutError):  # an engine slow to answer: the background probe tells
+                await asyncio.wait_for(pool.probe(), min(config.probe_seconds, 2.0))
+            prober = asyncio.create_task(pool.probe_forever(config.probe_seconds))
         yield
+        if prober is not None:
+            prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await prober
         await pool.aclose()
         close = getattr(st.store, "close", None)
         if close is not None:

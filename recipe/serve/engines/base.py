@@ -159,13 +159,17 @@ class EngineError(Exception):
             ``failed`` (the engine answered an error), ``protocol`` (malformed or out-of-order output).
         message: what happened, for the API error's message.
         engine_status: the engine's HTTP status when it answered one.
+        connect_failed: the connection was never made (refused, unreachable, connect timeout):
+            nothing reached the engine, so the request may be sent to another replica.
     """
 
-    def __init__(self, kind: ErrorKind, message: str, engine_status: int | None = None) -> None:
+    def __init__(self, kind: ErrorKind, message: str, engine_status: int | None = None, *,
+                 connect_failed: bool = False) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message
         self.engine_status = engine_status
+        self.connect_failed = connect_failed
 
 
 @runtime_checkable

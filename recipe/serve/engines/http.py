@@ -220,7 +220,10 @@ class HTTPEngine:
         try:
             response = await self._client.send(request, stream=True)
         except httpx.ConnectTimeout as exc:
-            raise EngineError("timeout", f"engine {self.name}: connect timeout: {exc}") from None
+            raise EngineError("timeout", f"engine {self.name}: connect timeout: {exc}", connect_failed=True) from None
+        except httpx.ConnectError as exc:  # refused or unreachable: nothing was sent
+            raise EngineError("unavailable", f"engine {self.name} unreachable: {type(exc).__name__}: {exc}",
+                              connect_failed=True) from None
         except httpx.TransportError as exc:
             raise EngineError("unavailable", f"engine {self.name} unreachable: {type(exc).__name__}: {exc}") from None
         try:
@@ -241,6 +244,16 @@ class HTTPEngine:
                                     timeout=timeout)
         except httpx.HTTPError:
             pass
+
+    async def ping(self, timeout: float = 2.0) -> bool:
+        """Whether the engine answers ``GET /health`` (vLLM and SGLang serve it) with a status below
+        500 within ``timeout`` seconds. Going through the client's pool also closes the pooled
+        connections the engine has closed (else they sit in CLOSE-WAIT until reused)."""
+        try:
+            response = await self._client.get("/health", timeout=timeout)
+        except httpx.HTTPError:
+            return False
+        return response.status_code < 500
 
     async def aclose(self) -> None:
         """Close the client's connections."""
