@@ -4,6 +4,8 @@ the SQLite file and the in-memory store; hypothesis properties over the key func
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -16,7 +18,7 @@ import recipe.serve
 from recipe.cache.index import namespace
 from recipe.cache.keys import KeySpec
 from recipe.serve.engines.replay import ReplayEngine, load_turns
-from recipe.serve.tenants import Tenant, Tenants, derive_salt
+from recipe.serve.tenants import Tenant, Tenants, derive_salt, salt_problem
 from recipe.store.conversations import (MemoryStore, ScopedStore, SQLiteStore, StoredResponse, scope_key,
                                         split_scope_key)
 from recipe.store.redis_store import RedisStore
@@ -114,3 +116,37 @@ def test_a_tenant_named_like_another_tenants_scope_cannot_read_or_continue_it(st
         ok = _post(s.url, "sk-ax", {"model": MODEL, "input": "and?", "previous_response_id": rid,
                                     "reasoning": {"effort": "none"}})
         assert ok.status_code == 200 and ok.json()["previous_response_id"] == rid
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=300))
+def test_a_derived_salt_is_always_one_the_engines_take(name):
+    assert salt_problem(derive_salt(name)) is None
+
+
+@pytest.mark.parametrize("salt, why", [
+    ("x" * 129, "129 characters long; engines take at most 128"),
+    ("team@corp", "holds '@'"),
+    ("a/b", "holds '/'"),
+    ("a\\\\b", "holds '\\\\'"),
+])
+def test_a_salt_the_engine_would_refuse_stops_the_server_at_startup(tmp_path, salt, why):
+    """vLLM refuses a ``cache_salt`` over 128 characters or holding ``@``, ``/``, ``\\`` or NUL, so
+    such a tenant got a 400 on every request; the key file is now refused (exit 1, one line, the
+    salt not printed)."""
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"sk-ok ok\nsk-bad bad {salt}\n")
+    r = subprocess.run([sys.executable, "-m", "recipe", "serve", "--port", "0", "--store", "memory", "--api-keys",
+                        str(keys)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith(f"recipe serve: api keys file {keys}:2: the salt of tenant 'bad' ") and why in r.stderr
+    assert r.stderr.count("\n") == 1 and salt not in r.stderr
+
+
+def test_a_nul_in_a_json_salt_is_refused_and_a_constructed_tenant_too(tmp_path):
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"sk-a": {"tenant": "a", "salt": "ab\\u0000c"}}')
+    with pytest.raises(ValueError, match="holds NUL"):
+        Tenants.from_file(keys)
+    with pytest.raises(ValueError, match="holds '/'"):
+        Tenants({"sk": Tenant("t", "a/b")})

@@ -9,7 +9,9 @@ The file is JSON — ``{"KEY": "tenant"}`` or ``{"KEY": {"tenant": "t", "salt": 
 one ``KEY TENANT [SALT]`` per line (``#`` starts a comment). Several keys may share a tenant; a key
 listed twice (with the same tenant or not) is an error naming both lines (JSON: both entries), never
 the key itself. A tenant without a salt gets one derived from its name (43 base64url characters of SHA-256, the form
-vLLM recommends for ``cache_salt``). Keys are read from ``Authorization: Bearer KEY`` (OpenAI, and
+vLLM recommends for ``cache_salt``); a salt given in the file must be one the engines take
+(:func:`salt_problem`: at most 128 characters, no ``@``, ``/``, ``\\`` or NUL), else the file is refused.
+Keys are read from ``Authorization: Bearer KEY`` (OpenAI, and
 Anthropic SDKs 2.x) or ``x-api-key: KEY`` (Anthropic 0.x).
 """
 
@@ -22,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Tenant", "Tenants", "derive_salt", "OPEN"]
+__all__ = ["Tenant", "Tenants", "derive_salt", "salt_problem", "MAX_SALT_CHARS", "OPEN"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,26 @@ def derive_salt(tenant: str) -> str:
     """The default cache salt of ``tenant``: 43 base64url characters (256 bits) of SHA-256."""
     digest = hashlib.sha256(b"recipe/tenant-salt\x00" + tenant.encode("utf-8")).digest()
     return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+
+#: The longest ``cache_salt`` the engines take (vLLM 0.32 refuses a longer one with a 400).
+MAX_SALT_CHARS = 128
+#: Characters the engines refuse in a ``cache_salt`` (vLLM 0.32: ``@``, ``/``, ``\``, NUL).
+SALT_FORBIDDEN = frozenset("@/\\\x00")
+
+
+def salt_problem(salt: str) -> str | None:
+    """Why an engine would refuse ``salt`` as a ``cache_salt`` (every request of its tenant a 400),
+    or None when it takes it: longer than :data:`MAX_SALT_CHARS` characters, or holding one of
+    :data:`SALT_FORBIDDEN`. The salt itself is never in the answer. A derived salt
+    (:func:`derive_salt`: base64url) always passes."""
+    if len(salt) > MAX_SALT_CHARS:
+        return f"is {len(salt)} characters long; engines take at most {MAX_SALT_CHARS} (vLLM refuses a longer cache_salt)"
+    bad = sorted({c for c in salt if c in SALT_FORBIDDEN})
+    if bad:
+        names = ", ".join("NUL" if c == "\x00" else repr(c) for c in bad)
+        return f"holds {names}, which engines refuse in a cache_salt (vLLM: no '@', '/', '\\' or NUL)"
+    return None
 
 
 def _unique_pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -68,9 +90,15 @@ class Tenants:
 
     Args:
         keys: key -> tenant; None makes the server open.
+
+    Raises:
+        ValueError: a tenant's salt the engines would refuse (:func:`salt_problem`).
     """
 
     def __init__(self, keys: Mapping[str, Tenant] | None = None) -> None:
+        for t in (keys or {}).values():
+            if t.salt is not None and (why := salt_problem(t.salt)) is not None:
+                raise ValueError(f"the salt of tenant {t.name!r} {why}")
         self.open = keys is None
         self._by_digest = {_digest(k): t for k, t in (keys or {}).items()}
 
@@ -124,6 +152,8 @@ class Tenants:
     def _tenant(where: object, key: str, name: str, salt: object) -> Tenant:
         if not key or not name or salt is not None and (not isinstance(salt, str) or not salt):
             raise ValueError(f"{where}: keys and tenants must be non-empty strings, salts non-empty strings")
+        if isinstance(salt, str) and (why := salt_problem(salt)) is not None:
+            raise ValueError(f"{where}: the salt of tenant {name!r} {why}")
         return Tenant(name, salt if isinstance(salt, str) else derive_salt(name))
 
     def authenticate(self, authorization: str | None, x_api_key: str | None) -> Tenant | None:
