@@ -185,9 +185,12 @@ def test_uvicorn_config_passes_uvicorns_own_options_on_as_given():
     class Mine(asyncio.Protocol):
         pass
 
-    assert uvicorn_config(_echo_app).http == "auto"  # uvicorn's default: its own protocol classes
-    assert uvicorn_config(_echo_app, http=Mine).http is Mine
+    bare = {"head_timeout": None, "max_client_connections": None}  # (without recipe serve's connection limits)
+    assert uvicorn_config(_echo_app, **bare).http == "auto"  # uvicorn's default: its own protocol classes
+    assert uvicorn_config(_echo_app, http=Mine, **bare).http is Mine
     assert uvicorn_config(_echo_app, http="h11", loop="asyncio").loop == "asyncio"
+    # with them, uvicorn's protocol is wrapped (recipe.serve.admission), the one given inside
+    assert uvicorn_config(_echo_app, http=Mine).http.inner_class is Mine
 
 
 def test_the_access_log_is_on_only_where_its_lines_are_printed():

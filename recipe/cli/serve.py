@@ -61,6 +61,13 @@ def _ttl(text: str) -> float | None:
     return value
 
 
+def _count_or_none(text: str) -> int | None:
+    """argparse type: an integer >= 1, or 0 / ``none`` for no limit."""
+    if text in ("0", "none", "off"):
+        return None
+    return _positive(text)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -96,6 +103,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="what engines enforce: full (default) the grammar of the whole turn (reasoning, tool "
                         "calls, response_format), format response_format only, off nothing")
     p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
+    p.add_argument("--head-timeout", type=_seconds, default=10.0, metavar="S",
+                   help="seconds a connection has to send a complete request head (after connecting or after the "
+                        "previous response); then 408 and closed (0 or none: no deadline)")
+    p.add_argument("--max-client-connections", type=_count_or_none, default=256, metavar="N",
+                   help="connections one client address may hold open; the next gets 503 and is closed "
+                        "(0 or none: no cap; raise it behind a proxy, whose connections share one address)")
     p.add_argument("--probe-seconds", type=_seconds, default=2.0, metavar="S",
                    help="how often each engine is probed for /health/ready and to readmit an ejected replica "
                         "(0 or none: never)")
@@ -234,7 +247,7 @@ def _run(ns: argparse.Namespace) -> int:
     # the app cuts what still generates at --drain-seconds with each API's own error; uvicorn's grace,
     # a little longer, only catches a connection that still has not finished by then
     config = uvicorn_config(application, log_level=ns.log_level, timeout_graceful_shutdown=max(ns.drain_seconds, 0.0) + 2.0,
-                            lifespan="on")
+                            lifespan="on", head_timeout=ns.head_timeout, max_client_connections=ns.max_client_connections)
     drain = application.state.recipe.drain
 
     class _Server(Server):

@@ -38,18 +38,34 @@ def use_eager_tasks(loop: asyncio.AbstractEventLoop) -> bool:
     return factory is asyncio.eager_task_factory  # type: ignore[attr-defined]
 
 
-def uvicorn_config(app: Any, **kwargs: Any) -> Any:
+def uvicorn_config(app: Any, *, head_timeout: float | None = 10.0, max_client_connections: int | None = 256,
+                   **kwargs: Any) -> Any:
     """``uvicorn.Config(app, **kwargs)`` as ``recipe serve`` builds it; any uvicorn option may be
     given and is passed on as given. Unless ``access_log`` is given, it is on only when
     ``log_level`` is unset, ``info`` or more verbose (the lines would be dropped otherwise, after
-    uvicorn formatted their arguments).
+    uvicorn formatted their arguments). Unless both limits are None, uvicorn's ``http`` protocol
+    is wrapped by :func:`recipe.serve.admission.admission_protocol`.
 
+    Args:
+        head_timeout: seconds a connection has to complete each request head (``recipe serve
+            --head-timeout``); past it a 408 and the connection closed. None: no deadline.
+        max_client_connections: connections one client address may hold open (``recipe serve
+            --max-client-connections``); the next gets a 503 and is closed. None: no cap.
+
+    Raises:
+        ValueError: a limit that is not positive; a limit with ``reset_contextvars=True``.
     """
     if "access_log" not in kwargs:  # uvicorn formats each request's access-log line's arguments even
         # when its logger drops them (any level above info): no access log then
         level = kwargs.get("log_level")
         level = logging.getLevelName(level.upper()) if isinstance(level, str) else level
         kwargs["access_log"] = level is None or (isinstance(level, int) and level <= logging.INFO)
+    if head_timeout is not None or max_client_connections is not None:
+        if kwargs.get("reset_contextvars"):
+            raise ValueError("head_timeout and max_client_connections need reset_contextvars off")
+        from recipe.serve.admission import admission_protocol
+
+        kwargs["http"] = admission_protocol(kwargs.get("http", "auto"), head_timeout, max_client_connections)
     return uvicorn.Config(app, **kwargs)
 
 

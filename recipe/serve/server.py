@@ -31,6 +31,7 @@ from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.jsonfmt import dumps_wire, loads_request
 from recipe.output.driver import ENCODERS, CompletionStream
 from recipe.pipeline import prepare
+from recipe.serve.admission import request_finished, request_started
 from recipe.serve.config import ServeConfig
 from recipe.serve.engines import as_engine
 from recipe.serve.engines.base import Engine
@@ -481,11 +482,15 @@ class RecipeApp:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.starlette(scope, receive, send)
-        if scope["method"] == "POST":
-            handler = self.direct.get(scope["path"])
-            if handler is not None:
-                return await handler(scope, receive, send)
-        await self.starlette(scope, receive, _tagged(send))
+        request_started()  # (recipe serve's head deadline: this connection's head is in)
+        try:
+            if scope["method"] == "POST":
+                handler = self.direct.get(scope["path"])
+                if handler is not None:
+                    return await handler(scope, receive, send)
+            await self.starlette(scope, receive, _tagged(send))
+        finally:
+            request_finished()
 
 
 def _tagged(send: Any) -> Any:
