@@ -102,6 +102,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--constrain", choices=("off", "format", "full"), default="full",
                    help="what engines enforce: full (default) the grammar of the whole turn (reasoning, tool "
                         "calls, response_format), format response_format only, off nothing")
+    p.add_argument("--render-only", action="store_true",
+                   help="a tokenizer service for fleet routers: only vLLM's render / derender routes (and the "
+                        "informational ones), no engine")
     p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
     p.add_argument("--head-timeout", type=_seconds, default=10.0, metavar="S",
                    help="seconds a connection has to send a complete request head (after connecting or after the "
@@ -207,13 +210,16 @@ def build(ns: argparse.Namespace) -> Any:
             options = replace(options, max_body_bytes=ns.max_body_bytes)
         timeouts = Timeouts(ns.connect_timeout, ns.first_token_timeout, ns.idle_timeout, ns.total_timeout)
         config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
-                             constrain=ns.constrain, probe_seconds=ns.probe_seconds)
+                             constrain=ns.constrain, probe_seconds=ns.probe_seconds,
+                             render_only=ns.render_only)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
     try:
         tenants = Tenants.from_file(ns.api_keys) if ns.api_keys else None
     except ValueError as exc:  # unreadable, a bad line, a key listed twice
         raise _Bad(_naming("api keys file ", str(exc)), 1) from None
+    if ns.render_only and ns.engine:
+        raise _Bad("--render-only serves no generation: it takes no --engine")
     engines = [_engine(spec) for spec in ns.engine or ["demo"]]
     index = _index(ns.index)
     store = _store(ns.store or _default_store(), getattr(ns, "store_ttl", None))

@@ -67,6 +67,9 @@ class ServeConfig:
         probe_seconds: how often each replica is probed in the background (HTTP engines: ``GET
             /health``) for ``/health/ready`` and to readmit an ejected replica; None: never (every
             replica counts as reachable).
+        render_only: serve no generation routes, only the render and derender routes
+            (:mod:`recipe.serve.render`) and the informational ones: a tokenizer service for fleet
+            routers (``recipe serve --render-only``). No engine is contacted.
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -79,6 +82,7 @@ class ServeConfig:
     warm: bool = True
     gc_freeze: bool = True
     probe_seconds: float | None = 2.0
+    render_only: bool = False
 
     def __post_init__(self) -> None:
         if self.constrain not in ("off", "format", "full"):

@@ -42,6 +42,7 @@ from recipe.serve.generation import Job, json_response, retry_headers, run
 from recipe.serve.guard import Drain
 from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
+from recipe.serve.render import render_routes
 from recipe.serve.tenants import Tenant, Tenants
 from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
 from recipe.tokenizer import Tokenizer, load_tokenizer
@@ -364,6 +365,7 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         Route("/health/ready", ready, methods=["GET"]),
         Route("/health/live", live, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *render_routes(st),
     ]
 
 
@@ -431,7 +433,7 @@ def app(
         api = "messages" if request.url.path.startswith("/v1/messages") else "chat"
         return _error(request, api, ServeError("not_found", f"Unknown route: {request.method} {request.url.path}"))
 
-    direct = {path: GenerationRoute(api, st) for path, api in API_PATHS.items()}
+    direct = {} if config.render_only else {path: GenerationRoute(api, st) for path, api in API_PATHS.items()}
     application = Starlette(routes=_routes(st, direct), lifespan=lifespan, exception_handlers={404: not_found, 405: not_found})
     application.state.recipe = st
     return RecipeApp(application, direct)

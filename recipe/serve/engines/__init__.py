@@ -5,6 +5,9 @@
 ``replay:FILE``            scripted outputs from a JSONL file (:mod:`.replay`)
 ``vllm+http://HOST:PORT``  vLLM ``/v1/completions`` with token ids (:mod:`.vllm`)
 ``sglang+http://HOST:PORT`` SGLang ``/generate`` with ``input_ids`` (:mod:`.sglang`)
+``generate+http://HOST:PORT`` the token-in/token-out ``/inference/v1/generate`` (:mod:`.generate`):
+                           vLLM with ``--enable-scale-out`` or ``--tokens-only``, engines behind
+                           llm-d or Dynamo that speak it
 =========================  ====================================================================
 
 An HTTP spec may end in ``?model=NAME`` (the served model name to send), ``&name=REPLICA`` and
@@ -42,7 +45,7 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
             raise ValueError("replay: needs a file, replay:FILE")
         return ReplayEngine.from_file(path)
     scheme, _, rest = spec.partition("+")
-    if scheme in ("vllm", "sglang") and rest.startswith(("http://", "https://")):
+    if scheme in ("vllm", "sglang", "generate") and rest.startswith(("http://", "https://")):
         parts = urlsplit(rest)
         if not parts.hostname:
             raise ValueError(f"engine {spec!r}: no host")
@@ -55,6 +58,10 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
         grammar = query.get("grammar", "structural_tag")
         if grammar not in ("structural_tag", "lark"):
             raise ValueError(f"engine {spec!r}: grammar={grammar!r}, want structural_tag or lark")
+        if scheme == "generate":
+            from recipe.serve.engines.generate import GenerateEngine
+
+            return GenerateEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
         if scheme == "vllm":
             from recipe.serve.engines.vllm import VLLMEngine
 
@@ -62,7 +69,8 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
         from recipe.serve.engines.sglang import SGLangEngine
 
         return SGLangEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
-    raise ValueError(f"unknown engine {spec!r}: use demo, replay:FILE, vllm+http://HOST:PORT or sglang+http://HOST:PORT")
+    raise ValueError(f"unknown engine {spec!r}: use demo, replay:FILE, vllm+http://HOST:PORT, sglang+http://HOST:PORT or "
+                     "generate+http://HOST:PORT")
 
 
 def as_engine(value: Any, timeouts: Timeouts = Timeouts()) -> Engine:

@@ -1,0 +1,302 @@
+"""vLLM's render protocol with DeepSeek-exact token ids: the routes fleet routers call for prompt ids.
+
+llm-d's router (its ``token-producer`` with the ``vllm`` backend) and Dynamo's endpoint picker
+(``vllm-render``) send the client's request body to a renderer and route on the token ids it
+returns; the ids then go to an engine's token-in/token-out ``POST /inference/v1/generate``. vLLM 0.32
+serves that protocol with ``--enable-scale-out``; recipe serves the same routes with the ids
+``recipe.prepare`` gives (byte for byte deepseek-recipe's):
+
+===================================  ==================================================================
+``POST /v1/chat/completions/render``  a Chat Completions body → one ``GenerateRequest``
+``POST /v1/messages/render``          a Messages body → one ``GenerateRequest``
+``POST /v1/responses/render``         a Responses body → one ``GenerateRequest`` (``previous_response_id``
+                                      is expanded from the conversation store, where vLLM refuses it)
+``POST /v1/chat/completions/derender`` ``{generate_response, chat_request, prompt_tokens?, model?}`` →
+                                      the ``chat.completion`` recipe would have answered
+``POST /v1/messages/derender``        the same with ``messages_request`` → a Messages ``message``
+``POST /v1/responses/derender``       the same with ``responses_request`` → a Responses ``response``
+===================================  ==================================================================
+
+A ``GenerateRequest`` has exactly the fields of vLLM 0.32's ``GenerateRequest.model_dump()`` in its
+order (``vllm/entrypoints/scale_out/token_in_token_out/protocol.py``): ``request_id, token_ids,
+token_offsets, features, content_parts, sampling_params, model, reasoning_ended,
+reasoning_parser_kwargs, return_token_ids, output_mode, stream, stream_options, cache_salt, priority,
+kv_transfer_params, ec_transfer_params``. ``sampling_params`` has the keys vLLM's render writes for
+the same request, in its order (:func:`recipe.serve.engines.generate.sampling_params`), with the
+values ``recipe serve`` sends its own engines: ``max_tokens``, sampling, the EOS ids in
+``stop_token_ids``, ``logprobs`` and the output grammar in ``structured_outputs`` (with
+``reasoning_ended: true``, so an engine with a reasoning parser applies the grammar from the first
+token: the grammar covers the reasoning too). Request ids follow vLLM: Chat and Messages
+``chatcmpl-`` + the ``X-Request-Id`` header, the body's ``request_id`` or 32 hex digits; Responses
+the body's ``request_id`` or ``resp_`` + 32 hex digits.
+
+Derender is the way back for a caller that generated through ``/inference/v1/generate``: recipe's own
+output parser (reasoning, DSML tool calls, stop sequences) on the choice's ``token_ids``, with the
+original request (``chat_request`` as in vLLM; ``messages_request`` / ``responses_request`` for the
+other two APIs, which vLLM has no derender for). The response's id is the generate response's
+``request_id``. Streaming derender (``stream: true``) is not served: a caller that streams from the
+engine runs ``recipe.CompletionStream`` itself or generates through ``recipe serve``.
+
+Every route authenticates as the generation routes do; the tenant's cache salt becomes
+``cache_salt``. Errors are each API's own error body, naming the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from recipe.errors import RequestError
+from recipe.jsonfmt import loads_request
+from recipe.output.driver import response as derendered
+from recipe.pipeline import prepare
+from recipe.serve.engines.base import EngineRequest
+from recipe.serve.engines.generate import GENERATE_REQUEST_FIELDS, generate_body
+from recipe.serve.errors import ServeError, error_json
+
+__all__ = ["RENDER_PATHS", "DERENDER_PATHS", "GENERATE_REQUEST_FIELDS", "generate_request", "derender", "render_routes"]
+
+#: Render route -> API.
+RENDER_PATHS = {"/v1/chat/completions/render": "chat", "/v1/messages/render": "messages",
+                "/v1/responses/render": "responses"}
+#: Derender route -> API.
+DERENDER_PATHS = {"/v1/chat/completions/derender": "chat", "/v1/messages/derender": "messages",
+                  "/v1/responses/derender": "responses"}
+#: The body field of each derender route that carries the original request.
+REQUEST_FIELDS = {"chat": "chat_request", "messages": "messages_request", "responses": "responses_request"}
+
+def generate_request(prep: Any, request_id: str, *, cache_salt: str | None = None, priority: int = 0,
+                     constrain: str = "full", grammar_form: str = "structural_tag") -> dict[str, Any]:
+    """The ``GenerateRequest`` body for a prepared request: vLLM 0.32's render answer for the same
+    request, field for field (:func:`recipe.serve.engines.generate.generate_body`), with recipe's ids.
+
+    Args:
+        prep: a :class:`~recipe.api.prepared.PreparedRequest` with ids.
+        request_id: the request id to carry.
+        cache_salt: the tenant's prefix-cache salt, or None.
+        priority: vLLM's scheduling priority (0 unless the body set one).
+        constrain: the server's constrain level (``full``, ``format``, ``off``).
+        grammar_form: ``structural_tag`` or ``lark`` (how the turn grammar is sent).
+
+    Raises:
+        ValueError: ``prep`` has no engine parameters.
+    """
+    req = EngineRequest.from_prepared(prep, request_id, cache_salt, constrain)
+    c = req.constraint
+    grammar = c.grammar if c is not None and constrain == "full" else None
+    stream = bool(prep.stream)
+    options = None
+    if stream and prep.api == "chat":
+        opts = prep.request.stream_options
+        if opts is not None:
+            usage = getattr(opts, "include_usage", None)
+            continuous = getattr(opts, "continuous_usage_stats", None)
+            options = {"include_usage": True if usage is None else bool(usage),
+                       "continuous_usage_stats": bool(continuous)}
+    elif stream and prep.api == "messages":  # vLLM's Messages-to-Chat conversion asks for usage on every chunk
+        options = {"include_usage": True, "continuous_usage_stats": True}
+    return generate_body(req, grammar, form=grammar_form, model=prep.model, stream=stream, stream_options=options,
+                         priority=priority, extra_args=prep.api == "responses")
+
+
+def _request_id(api: str, body: Mapping[str, Any], header: str | None) -> str:
+    """vLLM's request id rule (see the module docstring)."""
+    given = body.get("request_id")
+    given = given if isinstance(given, str) and given else None
+    if api == "responses":
+        return given or f"resp_{uuid.uuid4().hex}"
+    return "chatcmpl-" + (header if header is not None else given or uuid.uuid4().hex)
+
+
+def _priority(body: Mapping[str, Any]) -> int:
+    value = body.get("priority", 0)
+    if type(value) is not int or not -(2**63) <= value < 2**63:
+        raise ServeError("invalid_request", "priority must be an integer between -2**63 and 2**63-1", "priority")
+    return value
+
+
+def _generated_logprobs(choice: Mapping[str, Any], n: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """A generate choice's ``logprobs.content`` (``{token_id, logprob, top_logprobs: [{token_id, logprob}]}``
+    per token) as the output driver's pairs; None when absent."""
+    lp = choice.get("logprobs")
+    if lp is None:
+        return None
+    content = lp.get("content") if isinstance(lp, Mapping) else None
+    if not isinstance(content, list) or len(content) != n:
+        raise ServeError("invalid_request", f"logprobs.content must hold one entry per token id ({n})",
+                         "generate_response.choices[0].logprobs")
+    out = []
+    for i, entry in enumerate(content):
+        try:
+            alts = [(int(a["token_id"]), float(a["logprob"])) for a in entry.get("top_logprobs") or ()]
+            out.append((float(entry["logprob"]), alts))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ServeError("invalid_request", "each entry needs token_id and logprob (numbers)",
+                             f"generate_response.choices[0].logprobs.content[{i}]") from None
+    return out
+
+
+_FINISH = {None: "stop", "stop": "stop", "length": "length"}
+
+
+def derender(api: str, body: Mapping[str, Any], prep: Any, tokenizer: Any = None) -> dict[str, Any]:
+    """The response ``api`` answers for a generate response (see the module docstring).
+
+    Args:
+        api: ``chat``, ``messages`` or ``responses``.
+        body: the derender body (``generate_response``, ``prompt_tokens``, ``model``).
+        prep: the prepared original request.
+        tokenizer: the server's vocabulary (None: the model family's).
+
+    Raises:
+        ServeError: a malformed ``generate_response`` (400, naming the field).
+    """
+    gen = body.get("generate_response")
+    if not isinstance(gen, Mapping):
+        raise ServeError("invalid_request", "generate_response must be an object (the /inference/v1/generate "
+                                            "response)", "generate_response")
+    if gen.get("output_mode", "tokens") != "tokens":
+        raise ServeError("invalid_request", "only output_mode 'tokens' responses can be derendered",
+                         "generate_response.output_mode")
+    choices = gen.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], Mapping):
+        raise ServeError("invalid_request", "generate_response.choices must hold exactly one choice",
+                         "generate_response.choices")
+    choice = choices[0]
+    ids = choice.get("token_ids") or []
+    if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
+        raise ServeError("invalid_request", "token_ids must be a list of token ids",
+                         "generate_response.choices[0].token_ids")
+    finish = choice.get("finish_reason")
+    if finish not in _FINISH:
+        raise ServeError("invalid_request", f"finish_reason {finish!r} cannot be derendered (stop, length or null)",
+                         "generate_response.choices[0].finish_reason")
+    prompt_tokens = body.get("prompt_tokens")
+    if prompt_tokens is not None and (type(prompt_tokens) is not int or prompt_tokens < 0):
+        raise ServeError("invalid_request", "prompt_tokens must be a non-negative integer", "prompt_tokens")
+    usage = gen.get("usage") if isinstance(gen.get("usage"), Mapping) else {}
+    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), Mapping) else {}
+    cached = details.get("cached_tokens")
+    request_id = gen.get("request_id")
+    model = body.get("model")
+    out = derendered(
+        prep, ids, finish=_FINISH[finish], logprobs=_generated_logprobs(choice, len(ids)),
+        prompt_tokens=prompt_tokens if prompt_tokens is not None else len(prep.token_ids),
+        cached_tokens=cached if type(cached) is int and cached >= 0 else 0,
+        response_id=request_id if isinstance(request_id, str) and request_id else None,
+        model=model if isinstance(model, str) and model else None, tokenizer=tokenizer)
+    if api == "chat":  # the fields vLLM's ChatCompletionResponse adds, so a vLLM client reads them as from vLLM
+        for c in out["choices"]:
+            for key in _VLLM_CHOICE:
+                c.setdefault(key, None)
+        for key in _VLLM_CHAT:
+            out.setdefault(key, None)
+        out["kv_transfer_params"] = gen.get("kv_transfer_params")
+    return out
+
+
+#: The fields of vLLM 0.32's ChatCompletionResponse and its choices beyond the OpenAI ones.
+_VLLM_CHAT = ("service_tier", "system_fingerprint", "prompt_logprobs", "prompt_token_ids", "prompt_text",
+              "kv_transfer_params", "ec_transfer_params", "metrics")
+_VLLM_CHOICE = ("stop_reason", "token_ids", "routed_experts")
+
+
+async def _read(request: Request, limit: int) -> bytes:
+    """The whole body; 413 past ``limit`` (declared or read)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ServeError("too_large", f"Request body too large: {declared} bytes, the limit is {limit} bytes.")
+    parts, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ServeError("too_large", f"Request body too large: over {limit} bytes, the limit is {limit} bytes.")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _object(raw: bytes) -> dict[str, Any]:
+    body = loads_request(raw)
+    if not isinstance(body, dict):
+        raise ServeError("invalid_request", "the request body must be a JSON object")
+    return body
+
+
+def render_routes(st: Any) -> list[Route]:
+    """The render and derender routes over the server state ``st`` (``tenants``, ``options``,
+    ``tokenizer``, ``config``, ``scoped``) of :mod:`recipe.serve.server`."""
+
+    def answer(api: str, err: ServeError | RequestError) -> Response:
+        status, body = error_json(api, err)
+        return JSONResponse(body, status_code=status)
+
+    async def prepared(api: str, request: Request, body: Any, store: Any) -> Any:
+        raw = body if isinstance(body, bytes) else None
+        big = raw is not None and len(raw) > st.config.prepare_inline_bytes
+        if big or store is not None:
+            return await asyncio.to_thread(prepare, body, api, options=st.options, store=store, tokenizer=st.tokenizer)
+        return prepare(body, api, options=st.options, tokenizer=st.tokenizer)
+
+    def ids_of(prep: Any) -> None:
+        if prep.ids is None:
+            raise ServeError("invalid_request", f"The model {prep.model} cannot be rendered with this server's "
+                                                f"vocabulary: {prep.token_ids_note}", "model")
+
+    def render(api: str):  # type: ignore[no-untyped-def]
+        async def handler(request: Request) -> Response:
+            try:
+                tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
+                if tenant is None:
+                    raise ServeError("authentication", "Incorrect API key provided." if (
+                        request.headers.get("authorization") or request.headers.get("x-api-key")) else "Missing API key.")
+                raw = await _read(request, st.options.max_body_bytes)
+                body = _object(raw)
+                store = st.scoped(tenant) if api == "responses" and body.get("previous_response_id") else None
+                prep = await prepared(api, request, raw, store)
+                ids_of(prep)
+                rid = _request_id(api, body, request.headers.get("x-request-id"))
+                out = generate_request(prep, rid, cache_salt=tenant.salt, priority=_priority(body),
+                                       constrain=st.config.constrain)
+            except (ServeError, RequestError) as err:
+                return answer(api, err)
+            return JSONResponse(out)
+        return handler
+
+    def derender_route(api: str):  # type: ignore[no-untyped-def]
+        field = REQUEST_FIELDS[api]
+
+        async def handler(request: Request) -> Response:
+            try:
+                tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
+                if tenant is None:
+                    raise ServeError("authentication", "Incorrect API key provided." if (
+                        request.headers.get("authorization") or request.headers.get("x-api-key")) else "Missing API key.")
+                body = _object(await _read(request, st.options.max_body_bytes))
+                if body.get("stream") is True:
+                    raise ServeError("invalid_request", "streaming derender is not served: derender the whole "
+                                                        "generate response (stream false)", "stream")
+                original = body.get(field)
+                if not isinstance(original, dict):
+                    raise ServeError("invalid_request", f"{field} must be the request that was rendered (an object): "
+                                                        "recipe parses the output with it", field)
+                store = st.scoped(tenant) if api == "responses" and original.get("previous_response_id") else None
+                try:
+                    prep = await prepared(api, request, original, store)
+                except RequestError as err:  # the field path names where in the derender body it is
+                    raise replace(err, param=f"{field}.{err.param}" if err.param else field) from None
+                ids_of(prep)
+                out = await asyncio.to_thread(derender, api, body, prep, st.tokenizer)
+            except (ServeError, RequestError) as err:
+                return answer(api, err)
+            return JSONResponse(out)
+        return handler
+
+    return [*(Route(p, render(api), methods=["POST"]) for p, api in RENDER_PATHS.items()),
+            *(Route(p, derender_route(api), methods=["POST"]) for p, api in DERENDER_PATHS.items())]
