@@ -122,9 +122,9 @@ def test_a_random_pool_would_miss(tmp_path):
     assert hits < 0.85 * _simulate(tmp_path, bodies)["hit_tokens"]
 
 
-def test_ties_go_to_the_replica_with_fewest_requests_in_flight():
+def test_prefix_routing_ties_go_to_the_replica_with_fewest_requests_in_flight():
     engines = [ReplayEngine(load_turns([{"text": "x"}]), name=n) for n in ("a", "b", "c")]
-    pool = ReplicaPool(engines)
+    pool = ReplicaPool(engines, routing="prefix")
     pool.replicas[0].in_flight, pool.replicas[1].in_flight = 2, 1
     import asyncio
 

@@ -91,6 +91,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="how long stored responses are kept, from their creation: seconds or 12h, 30d … "
                         "(default 30d, as OpenAI keeps them); 0 or off: until deleted")
     p.add_argument("--index", metavar="URL", default="memory", help="prefix index for routing: memory or redis://…")
+    p.add_argument("--routing", choices=("cost", "prefix"), default="cost",
+                   help="replica pool routing: cost (default: uncached prefill tokens plus load) or prefix "
+                        "(the longest cached prefix)")
+    p.add_argument("--metrics-interval", type=float, default=2.0, metavar="S",
+                   help="seconds between scrapes of the engines' /metrics for their load (0: off)")
     p.add_argument("--max-concurrency", type=_positive, metavar="N", help="requests in flight; more get 429 / 529")
     p.add_argument("--alias", action="append", default=[], metavar="NAME=TARGET[:thinking|:chat]",
                    help="another model name (repeatable)")
@@ -211,7 +216,8 @@ def build(ns: argparse.Namespace) -> Any:
         timeouts = Timeouts(ns.connect_timeout, ns.first_token_timeout, ns.idle_timeout, ns.total_timeout)
         config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
                              constrain=ns.constrain, probe_seconds=ns.probe_seconds,
-                             render_only=ns.render_only)
+                             render_only=ns.render_only, routing=ns.routing,
+                             metrics_interval=ns.metrics_interval)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recipe.serve.routing import ROUTING_POLICIES, RoutingWeights
+
 __all__ = ["Timeouts", "ServeConfig"]
 
 
@@ -42,7 +44,16 @@ class ServeConfig:
             (and those reading the conversation store) in a worker thread, so one huge prompt
             never stalls the other streams.
         drain_seconds: at shutdown, how long in-flight streams may run before they are cut.
-        max_imbalance: replica routing: the replica with the longest cached prefix is skipped for
+        routing: how a replica pool picks a replica (``recipe serve --routing``): ``cost`` (default)
+            the replica where the request costs least — uncached prefill tokens plus its load
+            (:mod:`recipe.serve.routing`); ``prefix`` the longest cached prefix, ties and
+            ``max_imbalance`` by load.
+        routing_weights: the cost's exchange rates (:class:`~recipe.serve.routing.RoutingWeights`:
+            ``request_tokens`` per request running or waiting, ``kv_tokens`` for a full KV cache).
+        metrics_interval: seconds between scrapes of each HTTP engine's ``/metrics`` for its own
+            running / waiting requests and KV usage (pools of two or more replicas with ``cost``
+            routing); 0 turns scraping off (this server's in-flight counts alone).
+        max_imbalance: ``prefix`` routing: the replica with the longest cached prefix is skipped for
             the least loaded one when it has this many more requests in flight. None: never.
         coalesce_ms: stream frames that arrive within this many milliseconds of the previous write
             are joined into one write (the first frame is never held; a decoding engine's deltas,
@@ -76,6 +87,9 @@ class ServeConfig:
     max_concurrency: int | None = None
     prepare_inline_bytes: int = 64 * 1024
     drain_seconds: float = 30.0
+    routing: str = "cost"
+    routing_weights: RoutingWeights = field(default_factory=RoutingWeights)
+    metrics_interval: float = 2.0
     max_imbalance: int | None = 32
     coalesce_ms: float = 5.0
     constrain: str = "full"
@@ -93,3 +107,7 @@ class ServeConfig:
             raise ValueError("coalesce_ms must be >= 0")
         if self.probe_seconds is not None and not self.probe_seconds > 0:
             raise ValueError("probe_seconds must be > 0 or None")
+        if self.routing not in ROUTING_POLICIES:
+            raise ValueError(f"routing must be one of {', '.join(ROUTING_POLICIES)}, not {self.routing!r}")
+        if not self.metrics_interval >= 0:
+            raise ValueError("metrics_interval must be >= 0 seconds")

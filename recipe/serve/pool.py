@@ -1,6 +1,8 @@
-"""The replica pool: each request goes to the replica holding the longest cached prefix of its
-block keys (the prefix index, memory or Redis), ties broken by fewest requests in flight; every
-routed request records its keys for its replica.
+"""The replica pool: each request goes to the replica where it costs least — uncached prefill tokens
+(from the prefix index of its block keys, memory or Redis) plus load (requests in flight, and the
+engines' own running / waiting requests and KV usage scraped from their ``/metrics``):
+:mod:`recipe.serve.routing`. ``routing="prefix"`` is the older rule, the longest cached prefix with
+ties and an imbalance guard by load. Every routed request records its keys for its replica.
 
 With one replica nothing is hashed or looked up. A failing index (Redis down) never fails a request:
 it is routed by load alone and counted (``recipe_prefix_index_errors_total``).
@@ -21,9 +23,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import httpx
+
 from recipe.cache.index import MemoryPrefixIndex, PrefixIndex, PrefixIndexUnavailable, RedisPrefixIndex, namespace
 from recipe.cache.keys import DEFAULT_BLOCK_SIZE, KeySpec, block_keys, cached_prompt_tokens
 from recipe.serve.engines.base import Engine, EngineError
+from recipe.serve.routing import ROUTING_POLICIES, Candidate, EngineLoad, RoutingWeights, parse_engine_metrics, pick
 
 __all__ = ["Replica", "Route", "ReplicaPool", "EJECT_BASE_SECONDS", "EJECT_MAX_SECONDS"]
 
@@ -39,6 +44,7 @@ class Replica:
     """One engine of the pool, its load and its health.
 
     Attributes:
+        load: its engine's own load, scraped from its ``/metrics`` (None: not scraped).
         failures: consecutive connection failures (0 after a success or a good probe).
         ejected_until: ``time.monotonic()`` until which the replica is routed around (0: in).
         reachable: the last probe's answer (None: not probed yet; an engine without a probe is
@@ -49,6 +55,7 @@ class Replica:
     name: str
     in_flight: int = 0
     served: int = 0
+    load: EngineLoad | None = None
     failures: int = 0
     ejected_until: float = 0.0
     reachable: bool | None = None
@@ -82,14 +89,22 @@ class ReplicaPool:
         engines: the replicas (names must be unique; duplicates get ``#2``, ``#3`` suffixes).
         index: the prefix index (default: in memory).
         block_size: tokens per block for the keys (DeepSeek's 64).
-        max_imbalance: skip the longest-prefix replica for the least loaded one when it has this many
-            more requests in flight (None: never).
+        max_imbalance: ``prefix`` routing: skip the longest-prefix replica for the least loaded one
+            when it has this many more requests in flight (None: never).
+        routing: ``cost`` (default) or ``prefix`` (see the module docstring).
+        weights: the cost's weights (:class:`~recipe.serve.routing.RoutingWeights`).
+
+    Raises:
+        ValueError: no engines, or an unknown ``routing``.
     """
 
     def __init__(self, engines: Sequence[Engine], index: PrefixIndex | None = None, block_size: int = DEFAULT_BLOCK_SIZE,
-                 max_imbalance: int | None = 32) -> None:
+                 max_imbalance: int | None = 32, routing: str = "cost", weights: RoutingWeights = RoutingWeights()) -> None:
         if not engines:
             raise ValueError("a replica pool needs at least one engine")
+        if routing not in ROUTING_POLICIES:
+            raise ValueError(f"routing must be one of {', '.join(ROUTING_POLICIES)}, not {routing!r}")
+        self.routing, self.weights = routing, weights
         names: set[str] = set()
         self.replicas: list[Replica] = []
         for e in engines:
@@ -198,17 +213,54 @@ class ReplicaPool:
             scores = await self._call(self.index.scores, ns, keys)
         except PrefixIndexUnavailable:
             return Route(self._by_load(candidates), ns, keys, 0, True)
-        best = max((scores.get(r.name, 0) for r in candidates), default=0)
-        chosen = self._by_load([r for r in candidates if scores.get(r.name, 0) == best])
-        least = self._by_load(candidates)
-        if self.max_imbalance is not None and chosen.in_flight - least.in_flight >= self.max_imbalance:
-            chosen, best = least, scores.get(least.name, 0)
+        if self.routing == "cost":
+            chosen, best = self._by_cost(candidates, scores, len(token_ids))
+        else:
+            best = max((scores.get(r.name, 0) for r in candidates), default=0)
+            chosen = self._by_load([r for r in candidates if scores.get(r.name, 0) == best])
+            least = self._by_load(candidates)
+            if self.max_imbalance is not None and chosen.in_flight - least.in_flight >= self.max_imbalance:
+                chosen, best = least, scores.get(least.name, 0)
         failed = False
         try:
             await self._call(self.index.put, ns, keys, chosen.name)
         except PrefixIndexUnavailable:
             failed = True
         return Route(chosen, ns, keys, cached_prompt_tokens(len(token_ids), best, self.block_size), failed)
+
+    def _by_cost(self, candidates: Sequence[Replica], scores: dict[str, int], prompt_tokens: int) -> tuple[Replica, int]:
+        """The cheapest replica (:func:`recipe.serve.routing.pick`) and its matched block count."""
+        now = time.monotonic()
+        cands = [Candidate(cached_prompt_tokens(prompt_tokens, scores.get(r.name, 0), self.block_size), r.in_flight,
+                           r.served, r.load) for r in candidates]
+        chosen = candidates[pick(prompt_tokens, cands, self.weights, now)]
+        return chosen, scores.get(chosen.name, 0)
+
+    async def scrape(self, client: httpx.AsyncClient) -> None:
+        """Read every HTTP engine's ``/metrics`` once, at the same time, into its replica's ``load``
+        (:func:`recipe.serve.routing.parse_engine_metrics`); an engine that does not answer, or
+        answers no request gauge, keeps no load (its in-flight count alone is used)."""
+
+        async def one(r: Replica) -> None:
+            base = getattr(r.engine, "base_url", None)
+            if not isinstance(base, str):
+                return
+            try:
+                response = await client.get(base + "/metrics")
+                text = response.text if response.status_code == 200 else ""
+            except httpx.HTTPError:
+                text = ""
+            r.load = parse_engine_metrics(text, time.monotonic()) if text else None
+
+        await asyncio.gather(*(one(r) for r in self.replicas))
+
+    async def scrape_forever(self, interval: float) -> None:
+        """:meth:`scrape` every ``interval`` seconds until cancelled (each scrape bounded by the interval)."""
+        timeout = httpx.Timeout(max(interval, 0.1))
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            while True:
+                await self.scrape(client)
+                await asyncio.sleep(interval)
 
     async def _call(self, fn, *args):  # type: ignore[no-untyped-def]
         if self._blocking:

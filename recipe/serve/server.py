@@ -402,7 +402,8 @@ def app(
     """
     specs = list(engines) if engines else [engine]
     built: list[Engine] = [as_engine(e, config.timeouts) for e in specs]
-    pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance)
+    pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance, routing=config.routing,
+                       weights=config.routing_weights)
     tok = tokenizer if isinstance(tokenizer, Tokenizer) or tokenizer is None else load_tokenizer(tokenizer)
     st = ServerState(pool, options, config, store if store is not None else MemoryStore(), tenants or Tenants(), Metrics(),
                      tok)
@@ -419,11 +420,15 @@ def app(
             with contextlib.suppress(asyncio.TimeoutError):  # an engine slow to answer: the background probe tells
                 await asyncio.wait_for(pool.probe(), min(config.probe_seconds, 2.0))
             prober = asyncio.create_task(pool.probe_forever(config.probe_seconds))
+        scraper = None
+        if len(pool) > 1 and config.routing == "cost" and config.metrics_interval > 0 and not config.render_only:
+            scraper = asyncio.create_task(pool.scrape_forever(config.metrics_interval))
         yield
-        if prober is not None:
-            prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await prober
+        for task in (prober, scraper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await pool.aclose()
         close = getattr(st.store, "close", None)
         if close is not None:

@@ -1,0 +1,153 @@
+"""Routing by cost: each replica is scored by the work a request would cost it, and the cheapest wins.
+
+    cost(replica) = uncached prompt tokens + request_tokens × requests on it + kv_tokens × its KV usage
+
+- *uncached prompt tokens*: the prompt's length less the prefix the replica holds (the prefix
+  index's estimate, 64-token blocks): the prefill it would have to do;
+- *requests on it*: the larger of this server's requests in flight there and the engine's own
+  ``running + waiting`` (scraped from its ``/metrics``, so other frontends' traffic counts too);
+- *KV usage*: the engine's cache fill, 0 … 1 (``vllm:kv_cache_usage_perc``, SGLang's
+  ``token_usage``), when scraped.
+
+A hot prefix therefore stays on the replicas that hold it only while they are not busier, by more
+than its prefill, than a replica that does not: past that a cold replica takes the request, holds
+the prefix from then on, and the prefix is served by as many replicas as its load needs. With no
+load anywhere the rule is the longest cached prefix. Ties go to fewer requests, then fewer served.
+
+The functions here are pure (numbers in, a choice out): the server's pool
+(:mod:`recipe.serve.pool`) and the fleet simulator (``bench/bench_fleet.py``) run the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["RoutingWeights", "EngineLoad", "Candidate", "cost", "pick", "parse_engine_metrics", "ROUTING_POLICIES"]
+
+#: ``cost`` (this module) or ``prefix`` (the longest cached prefix, ties and an imbalance guard by load).
+ROUTING_POLICIES = ("cost", "prefix")
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingWeights:
+    """The exchange rates of the cost, in prompt tokens (``ServeConfig.routing_weights``).
+
+    Attributes:
+        request_tokens: what one request running or waiting on a replica costs a new one there, in
+            prompt tokens to prefill: a replica holding a prefix of P tokens keeps a request while it
+            has fewer than P / request_tokens more requests than a replica without it.
+        kv_tokens: what a full KV cache (usage 1.0) costs, in prompt tokens.
+        max_age: seconds after which a scraped engine load is ignored (this server's counts only).
+
+    Raises:
+        ValueError: a negative or non-finite weight, or max_age <= 0.
+    """
+
+    request_tokens: float = 1024.0
+    kv_tokens: float = 4096.0
+    max_age: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("request_tokens", "kv_tokens"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"routing weight {name} must be a finite number >= 0, got {value!r}")
+        if not (math.isfinite(self.max_age) and self.max_age > 0):
+            raise ValueError(f"routing max_age must be > 0 seconds, got {self.max_age!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLoad:
+    """An engine's own load, as scraped from its ``/metrics``.
+
+    Attributes:
+        running, waiting: requests it is running / has queued (all frontends').
+        kv_usage: its KV cache fill, 0 … 1, or None when it does not report one.
+        at: ``time.monotonic()`` of the scrape.
+    """
+
+    running: float
+    waiting: float
+    kv_usage: float | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One replica as the cost sees it.
+
+    Attributes:
+        cached_tokens: prompt tokens it is expected to hold.
+        in_flight: this server's requests on it now.
+        served: requests this server sent it so far (the last tie-break).
+        load: its engine's scraped load, or None.
+    """
+
+    cached_tokens: int
+    in_flight: int
+    served: int = 0
+    load: EngineLoad | None = None
+
+
+def _requests(c: Candidate, now: float | None, max_age: float) -> float:
+    if c.load is not None and now is not None and now - c.load.at <= max_age:
+        return max(float(c.in_flight), c.load.running + c.load.waiting)
+    return float(c.in_flight)
+
+
+def cost(prompt_tokens: int, c: Candidate, weights: RoutingWeights = RoutingWeights(), now: float | None = None) -> float:
+    """The cost of sending a prompt of ``prompt_tokens`` to ``c`` (see the module docstring), in
+    prompt tokens. ``now`` (``time.monotonic()``) decides whether ``c.load`` is fresh; None ignores it."""
+    fresh = c.load is not None and now is not None and now - c.load.at <= weights.max_age
+    kv = c.load.kv_usage if fresh and c.load is not None and c.load.kv_usage is not None else 0.0
+    return (max(prompt_tokens - c.cached_tokens, 0) + weights.request_tokens * _requests(c, now, weights.max_age)
+            + weights.kv_tokens * min(max(kv, 0.0), 1.0))
+
+
+def pick(prompt_tokens: int, candidates: Sequence[Candidate], weights: RoutingWeights = RoutingWeights(),
+         now: float | None = None) -> int:
+    """The index of the cheapest candidate (ties: fewer requests, then fewer served, then the first).
+
+    Raises:
+        ValueError: no candidates.
+    """
+    if not candidates:
+        raise ValueError("no replica to route to")
+    return min(range(len(candidates)), key=lambda i: (
+        cost(prompt_tokens, candidates[i], weights, now), _requests(candidates[i], now, weights.max_age),
+        candidates[i].served, i))
+
+
+#: Metric names -> field, for vLLM and SGLang.
+_GAUGES = {
+    "vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_usage", "vllm:gpu_cache_usage_perc": "kv_usage",
+    "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "waiting", "sglang:token_usage": "kv_usage",
+}
+
+
+def parse_engine_metrics(text: str, at: float) -> EngineLoad | None:
+    """An engine's load from its Prometheus ``/metrics`` text (vLLM's ``vllm:num_requests_running``,
+    ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``; SGLang's ``sglang:num_running_reqs``,
+    ``sglang:num_queue_reqs``, ``sglang:token_usage``), summed over label sets (data-parallel ranks;
+    KV usage averaged); None when the text has no request gauge or cannot be parsed."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                field = _GAUGES.get(s.name)
+                if field is None or not math.isfinite(s.value):
+                    continue
+                sums[field] = sums.get(field, 0.0) + s.value
+                counts[field] = counts.get(field, 0) + 1
+    except (ValueError, TypeError, IndexError):  # not Prometheus text
+        return None
+    if "running" not in sums and "waiting" not in sums:
+        return None
+    kv = sums["kv_usage"] / counts["kv_usage"] if counts.get("kv_usage") else None
+    return EngineLoad(max(sums.get("running", 0.0), 0.0), max(sums.get("waiting", 0.0), 0.0), kv, at)
