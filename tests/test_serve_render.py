@@ -121,6 +121,8 @@ def test_render_errors_are_each_apis_own_shape_and_name_the_field(renderer):
 def test_render_only_serves_no_generation(renderer):
     r = post(renderer.url, "/v1/chat/completions", {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    health = httpx.get(renderer.url + "/health", timeout=10)
+    assert health.status_code == 200 and health.json()["replicas"] == []
     count = post(renderer.url, "/v1/messages/count_tokens",
                  {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Hi"}]})
     assert count.status_code == 200

@@ -237,7 +237,7 @@ def render_routes(st: Any) -> list[Route]:
         status, body = error_json(api, err)
         return JSONResponse(body, status_code=status)
 
-    async def prepared(api: str, request: Request, body: Any, store: Any) -> Any:
+    async def prepared(api: str, body: Any, store: Any) -> Any:
         raw = body if isinstance(body, bytes) else None
         big = raw is not None and len(raw) > st.config.prepare_inline_bytes
         if big or store is not None:
@@ -259,7 +259,7 @@ def render_routes(st: Any) -> list[Route]:
                 raw = await _read(request, st.options.max_body_bytes)
                 body = _object(raw)
                 store = st.scoped(tenant) if api == "responses" and body.get("previous_response_id") else None
-                prep = await prepared(api, request, raw, store)
+                prep = await prepared(api, raw, store)
                 ids_of(prep)
                 rid = _request_id(api, body, request.headers.get("x-request-id"))
                 out = generate_request(prep, rid, cache_salt=tenant.salt, priority=_priority(body),
@@ -288,7 +288,7 @@ def render_routes(st: Any) -> list[Route]:
                                                         "recipe parses the output with it", field)
                 store = st.scoped(tenant) if api == "responses" and original.get("previous_response_id") else None
                 try:
-                    prep = await prepared(api, request, original, store)
+                    prep = await prepared(api, original, store)
                 except RequestError as err:  # the field path names where in the derender body it is
                     raise replace(err, param=f"{field}.{err.param}" if err.param else field) from None
                 ids_of(prep)

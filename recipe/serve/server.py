@@ -345,6 +345,8 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         return JSONResponse({"status": "ok"})
 
     async def ready(request: Request) -> Response:
+        if st.config.render_only:  # a renderer contacts no engine: ready once it is up
+            return JSONResponse({"status": "ok", "in_flight": st.in_flight, "replicas": []})
         now = time.monotonic()
         ok = st.pool.ready()
         return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": st.in_flight, "replicas": [
