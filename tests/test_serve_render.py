@@ -239,3 +239,13 @@ def test_recipe_serve_render_only_takes_no_engine():
     with pytest.raises(_Bad) as err:
         build(ns)
     assert err.value.status == 2 and "--render-only" in str(err.value)
+
+
+def test_recipe_serve_render_only_from_the_command_line():
+    from serve_support import cli_server
+
+    with cli_server("--render-only", "--store", "memory") as (url, _proc):
+        body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Hi"}]}
+        got = post(url, "/v1/chat/completions/render", body).json()
+        assert got["token_ids"] == recipe.prepare(body, "chat").token_ids
+        assert post(url, "/v1/chat/completions", body).status_code == 404
