@@ -123,6 +123,22 @@ def test_a_chat_round_trip_sends_vllms_generate_request_and_reads_the_deltas(fle
     assert chunks[-1].usage.prompt_tokens == len(body["token_ids"])
 
 
+def test_the_requests_sampling_fields_go_under_vllms_names_in_vllms_order(fleet):
+    engine, srv = fleet
+    body = chat("Hi", top_k=20, presence_penalty=0.5, min_p=0.1, seed=3, logit_bias={"100": -5},
+                reasoning_effort="none", temperature=0.4)
+    r = httpx.post(srv.url + "/v1/chat/completions", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    sp = engine.bodies[-1]["sampling_params"]
+    order = list(FIELDS["sampling_params_defaults"])
+    assert [order.index(k) for k in sp] == sorted(order.index(k) for k in sp)
+    assert (sp["top_k"], sp["presence_penalty"], sp["seed"]) == (20, 0.5, 3)
+    assert (sp["min_p"], sp["temperature"]) == (pytest.approx(0.1), pytest.approx(0.4))
+    assert sp["logit_bias"] == {"100": -5.0}
+    r = httpx.post(srv.url + "/v1/chat/completions", json=chat("Hi", n=2), timeout=30)
+    assert r.status_code == 400 and "n" in r.json()["error"]["message"]  # one choice per request here
+
+
 def test_logprobs_arrive_as_the_apis_logprobs(fleet):
     engine, srv = fleet
     r = httpx.post(srv.url + "/v1/chat/completions", json=chat("Hi", logprobs=True, top_logprobs=1), timeout=30)

@@ -61,6 +61,8 @@ def test_render_answers_vllm_fields_in_vllm_order_with_recipe_ids(renderer, case
     sp, vsp = got["sampling_params"], theirs["sampling_params"]
     assert list(sp) == list(vsp)
     assert set(sp) <= set(FIELDS["sampling_params_defaults"])
+    order = list(FIELDS["sampling_params_defaults"])
+    assert [order.index(k) for k in sp] == sorted(order.index(k) for k in sp)
     if "structured_outputs" in vsp:
         assert list(sp["structured_outputs"]) == list(vsp["structured_outputs"])
     for field in ("model", "stream", "stream_options", "output_mode", "cache_salt", "priority", "features",

@@ -21,6 +21,7 @@ simulator and engines behind llm-d / Dynamo speak it too. Wire format (vLLM 0.32
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
@@ -50,10 +51,12 @@ def sampling_params(req: EngineRequest, structured: Mapping[str, Any] | None, st
                     extra_args: bool = False) -> dict[str, Any]:
     """``req``'s sampling as vLLM 0.32's render writes its ``SamplingParams``: the keys its
     ``to_sampling_params`` sets, in the struct's field order (``presence_penalty``,
-    ``frequency_penalty``, ``repetition_penalty``, ``temperature``, ``top_p``, ``min_p``, ``seed``
-    when set, ``stop``, ``stop_token_ids``, ``max_tokens``, ``logprobs`` when set, ``output_kind``,
-    ``skip_clone``, ``structured_outputs`` when a grammar or format applies, ``extra_args`` for
-    Responses, ``bad_words``, ``skip_reading_prefix_cache``).
+    ``frequency_penalty``, ``repetition_penalty``, ``temperature``, ``top_p``, ``top_k`` when set,
+    ``min_p``, ``seed`` when set, ``stop``, ``stop_token_ids``, ``max_tokens``, ``min_tokens`` and
+    ``logprobs`` when set, ``output_kind``, ``skip_clone``, ``structured_outputs`` when a grammar or
+    format applies, ``logit_bias`` when set, ``extra_args`` for Responses, ``bad_words``,
+    ``skip_reading_prefix_cache``), ``n`` first when above 1. The request's penalties and ``min_p``
+    replace vLLM's defaults (0, 0, 1, 0).
 
     Args:
         req: the engine request.
@@ -61,16 +64,33 @@ def sampling_params(req: EngineRequest, structured: Mapping[str, Any] | None, st
         stream: the request streams.
         extra_args: write ``extra_args: {}`` (vLLM's Responses render does).
     """
-    out: dict[str, Any] = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
-                           "temperature": float(req.temperature), "top_p": float(req.top_p), "min_p": 0.0}
+    x = req.extra
+    out: dict[str, Any] = {}
+    if x is not None and x.n > 1:
+        out["n"] = x.n
+
+    def given(name: str, default: float) -> float:
+        value = getattr(x, name, None) if x is not None else None
+        return float(value) if value is not None else default
+
+    out.update(presence_penalty=given("presence_penalty", 0.0), frequency_penalty=given("frequency_penalty", 0.0),
+               repetition_penalty=given("repetition_penalty", 1.0), temperature=float(req.temperature),
+               top_p=float(req.top_p))
+    if x is not None and x.top_k is not None:
+        out["top_k"] = x.top_k
+    out["min_p"] = given("min_p", 0.0)
     if req.seed is not None:
         out["seed"] = req.seed
     out.update(stop=[], stop_token_ids=list(req.stop_token_ids), max_tokens=req.max_tokens)
+    if x is not None and x.min_tokens is not None:
+        out["min_tokens"] = x.min_tokens
     if req.logprobs is not None:
         out["logprobs"] = req.logprobs
     out.update(output_kind=_DELTA if stream else _FINAL_ONLY, skip_clone=True)
     if structured:
         out["structured_outputs"] = {**_STRUCTURED_FIELDS, **structured}
+    if x is not None and x.logit_bias is not None:
+        out["logit_bias"] = {str(tid): bias for tid, bias in x.logit_bias}
     if extra_args:
         out["extra_args"] = {}
     out.update(bad_words=[], skip_reading_prefix_cache=False)
@@ -108,8 +128,7 @@ def generate_body(req: EngineRequest, grammar: OutputGrammar | None = None, *, f
     """
     structured, stops = _structured(req, grammar, form)
     if stops != list(req.stop_token_ids):
-        req = EngineRequest(req.request_id, req.token_ids, req.max_tokens, req.temperature, req.top_p, req.seed,
-                            tuple(stops), req.logprobs, req.constraint, req.cache_salt, req.prepared, req.constrain)
+        req = replace(req, stop_token_ids=tuple(stops))
     return {
         "request_id": req.request_id,
         "token_ids": list(req.token_ids),
@@ -171,6 +190,9 @@ class GenerateEngine(HTTPEngine):
         return self._attempt(req, grammar)
 
     async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+        if req.extra is not None and req.extra.n > 1:
+            raise EngineError("bad_request", "n > 1 is not served over /inference/v1/generate by recipe's connector: "
+                                             "send n separate requests")
         body = generate_body(req, grammar, form=self.grammar_form, model=self.model,
                              stream_options={"include_usage": True, "continuous_usage_stats": False})
         finished = False
