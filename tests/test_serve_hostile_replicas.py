@@ -105,3 +105,15 @@ def test_an_ejected_replica_that_answers_its_probe_is_readmitted():
         assert not a.ejected() and a.failures == 0 and a.reachable is True and pool.available() == pool.replicas
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_refused_connection_is_resent_for_several_choices_too(stream):
+    seen = Seen()
+    with running(APPS["vllm"](Script(IDS), seen)) as fake:
+        engines = [f"{_dead()}?name=dead", f"vllm+{fake.url}?name=live"]
+        with running(recipe.serve.app(engines=engines, config=ServeConfig(probe_seconds=60, warm=False))) as s:
+            s.state.pool.replicas[1].served = 5  # the dead one is the least served: tried first
+            r = httpx.post(f"{s.url}/v1/chat/completions", json={**CHAT, "n": 2, "stream": stream}, timeout=20)
+            assert r.status_code == 200 and r.headers["x-recipe-replica"] == "live"
+            assert s.state.pool.replicas[0].ejected()

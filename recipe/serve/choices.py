@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from recipe.api.chat_output import ChatEncoder, merge_choices, total_usage
 from recipe.output.driver import CompletionStream, response
-from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
+from recipe.serve.engines.base import EngineDelta, EngineError
 from recipe.serve.errors import from_engine_error
 from recipe.serve.generation import (
     _SSE_HEADERS,
@@ -37,9 +38,10 @@ from recipe.serve.generation import (
     _delta_error,
     _engine_error,
     _fail,
-    _first,
+    _open,
     _guard_error,
     _id_headers,
+    _log_engine_error,
     _observe_first,
     _pre_stream_error,
     _Usage,
@@ -76,17 +78,16 @@ def _index(d: EngineDelta, n: int) -> int:
 async def stream_choices(job: Job, guard: Guard, send: Send, n: int) -> None:
     """Stream the ``n`` choices of ``job`` (see the module docstring)."""
     api, prep, m = job.api, job.prep, job.metrics
-    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt, job.constrain))
+    it: AsyncIterator[EngineDelta] | None = None
     usage = _Usage(len(prep.token_ids), 0)
     writer: FrameWriter | None = None
     first_byte = True
     engine_seconds: float | None = None
     try:
         try:
-            d, engine_seconds = await _first(it)
+            it, d, engine_seconds = await _open(job)  # (a refused connection: another replica)
             guard.touch()
         except EngineError as exc:
-            await _aclose(it)
             return await _pre_stream_error(job, send, from_engine_error(exc))
         cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
         usage.cached = min(max(cached, 0), usage.prompt)
@@ -153,6 +154,7 @@ async def stream_choices(job: Job, guard: Guard, send: Send, n: int) -> None:
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
+        _log_engine_error(job, _engine_error(exc))
         await _fail(job, send, writer, from_engine_error(_engine_error(exc)), None)
     finally:
         await _aclose(it)
@@ -164,7 +166,7 @@ async def whole_choices(job: Job, guard: Guard, send: Send, n: int) -> None:
     """Collect the ``n`` choices of ``job``, then answer one ``chat.completion`` (see the module
     docstring)."""
     api, prep, m = job.api, job.prep, job.metrics
-    it = job.engine.generate(EngineRequest.from_prepared(prep, job.response_id, job.cache_salt, job.constrain))
+    it: AsyncIterator[EngineDelta] | None = None
     ids: list[list[int]] = [[] for _ in range(n)]
     want_lp = prep.conversation.sampling.logprobs
     lps: list[list[Any] | None] = [[] if want_lp else None for _ in range(n)]
@@ -174,7 +176,7 @@ async def whole_choices(job: Job, guard: Guard, send: Send, n: int) -> None:
     usage = _Usage(len(prep.token_ids), -1)
     stops = frozenset(prep.engine.stop_token_ids) if prep.engine is not None else frozenset()
     try:
-        d, engine_seconds = await _first(it)
+        it, d, engine_seconds = await _open(job)  # (a refused connection: another replica)
         m.child(m.engine_latency, job.replica).observe(engine_seconds)
         guard.touch()
         while True:
@@ -232,6 +234,8 @@ async def whole_choices(job: Job, guard: Guard, send: Send, n: int) -> None:
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
+        if it is not None:  # (_open logged a failure before the first delta)
+            _log_engine_error(job, _engine_error(exc))
         await _pre_stream_error(job, send, from_engine_error(_engine_error(exc)))
     finally:
         await _aclose(it)
