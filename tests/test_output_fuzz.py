@@ -169,7 +169,12 @@ def test_raw_outputs_properties(row, thinking):
                                 for v in json.loads(c.arguments).values()) for c in r.tool_calls)
     for w in _words(raw, "recovered_dsml" in r.notes):
         assert w.strip('"') in hay, w
-    if thinking:  # DSML inside reasoning stays reasoning, byte for byte (minus leading newlines)
+    if thinking and "tool_call_in_reasoning" in r.notes:
+        # a complete, well-formed block in the reasoning: the calls of the same block in the answer
+        answer = run_ids(chat_options(dict(row["request"], reasoning_effort="none")), [ids])
+        assert [(c.name, c.arguments) for c in r.tool_calls] == [(c.name, c.arguments) for c in answer.tool_calls]
+        assert r.tool_calls
+    elif thinking:  # any other DSML inside reasoning stays reasoning, byte for byte (minus leading newlines)
         assert not r.tool_calls and r.reasoning_content == raw.lstrip("\n")
 
 

@@ -83,11 +83,18 @@ def test_bare_call_without_block_opener():
     assert r.content == "" and r.tool_calls[0].arguments == "{}"
 
 
-def test_calls_quoted_inside_reasoning_stay_reasoning():
-    quoted = TCS + fenced("get_weather", '{"city": "X"}') + TCE
+def test_complete_block_inside_reasoning_is_a_call():
+    """A complete, well-formed block of a declared tool in the reasoning is a call (the reasoning around it
+    is kept; tests/test_tool_call_in_reasoning.py); a block that is not stays reasoning."""
+    block = TCS + fenced("get_weather", '{"city": "X"}') + TCE
+    r = parse_all_ways("deepseek_r1", opts(True, tools=TOOLS), "<think>I could write " + block + " here</think>Done." + EOS)
+    assert (r.reasoning_content, r.content) == ("I could write  here", "Done.")
+    assert [(c.name, c.arguments) for c in r.tool_calls] == [("get_weather", '{"city": "X"}')]
+    assert "tool_call_in_reasoning" in r.notes
+    quoted = TCS + fenced("get_weather", '{"city": "X"}')
     r = parse_all_ways("deepseek_r1", opts(True, tools=TOOLS), "<think>I could write " + quoted + " here</think>Done." + EOS)
     assert r.reasoning_content == "I could write " + quoted + " here"
-    assert r.content == "Done." and not r.tool_calls
+    assert r.content == "Done." and not r.tool_calls and "dsml_in_reasoning" in r.notes
 
 
 def test_undeclared_tool_stays_text():

@@ -99,7 +99,9 @@ class Finish:
             ``duplicate_parameter``, ``text_in_tool_block``, ``stray_dsml``,
             ``rejected_tool_call``, ``missing_required_parameter``, ``undeclared_tool``,
             ``recovered_dsml`` (a call recovered from a corrupted spelling),
-            ``think_end_in_content``, ``role_token``; JSON-object mode: ``json_not_found``,
+            ``think_end_in_content``, ``role_token``, ``tool_call_in_reasoning`` (a complete block
+            inside the reasoning was made a call), ``dsml_in_reasoning`` (other tool-call markup
+            there, kept as reasoning); JSON-object mode: ``json_not_found``,
             ``json_incomplete``, ``json_trailing_text``; json_schema answers (added by the
             completion driver): ``schema_mismatch`` followed by ``schema_error: …`` details.
     """

@@ -37,6 +37,7 @@ the ending); the other states and services live beside it, as mixins sharing its
   over the tag classification and argument-JSON helpers of :mod:`.output_dsml`;
 * :mod:`.output_recovery` — corrupted DSML spellings (the recover state, deviation 7);
 * :mod:`.output_hold` — exact markup held until it is known to be a valid call (the hold state);
+* :mod:`.output_reasoning` — a block written inside the reasoning, held until it is decided;
 * :mod:`.output_fastpath` — shortcuts giving exactly the general path's events: one-token
   pushes that skip the scanner and one regex run for complete well-formed invokes
   (``bench/bench_stream.py`` measures them against deepseek-recipe);
@@ -50,9 +51,10 @@ the ending); the other states and services live beside it, as mixins sharing its
 2. A parameter left open is closed by the next structural DSML tag (its single trailing ``\\n``
    dropped) instead of swallowing the tag as value text.
 3. No text is dropped: text after a tool block, text between invokes, inline ``<｜DSML｜``
-   mentions, malformed tags, a block opener no call follows and DSML inside reasoning stay
-   content (or reasoning). Only whitespace between tags and the markup of calls (exact or
-   recovered, 7) are removed.
+   mentions, malformed tags, a block opener no call follows stay content. A complete,
+   well-formed block inside the reasoning is a call (as in the parity target, which drops what
+   follows it; :mod:`.output_reasoning`), any other DSML there stays reasoning. Only whitespace
+   between tags and the markup of calls (exact or recovered, 7) are removed.
 4. Reasoning-token counts are exact counts of the ids that start before ``</think>``.
 5. EOS / configured stop-token ids end the output (the parity target prints EOS as text).
 6. Stop sequences are matched on the content as the client sees it (after newline trimming).
@@ -114,6 +116,7 @@ from recipe.encodings.deepseek_v4.output_dsml import (
 )
 from recipe.encodings.deepseek_v4.output_fastpath import FastPaths
 from recipe.encodings.deepseek_v4.output_hold import Hold
+from recipe.encodings.deepseek_v4.output_reasoning import ReasoningCalls
 from recipe.encodings.deepseek_v4.output_recovery import Recovery
 from recipe.encodings.deepseek_v4.output_setup import ROLE_TOKENS, VOCABULARY_ROLE_TOKENS, LazyIds, parser_setup
 from recipe.encodings.deepseek_v4.output_state import (
@@ -122,6 +125,7 @@ from recipe.encodings.deepseek_v4.output_state import (
     DONE,
     HOLD,
     INVOKE,
+    RBLOCK,
     REASONING,
     RECOVER,
     SWITCH,
@@ -151,7 +155,7 @@ _START_STATE = {
 }
 
 
-class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
+class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold, ReasoningCalls):
     """Incremental DeepSeek-V4 completion parser producing :mod:`recipe.output.events` events.
 
     Args:
@@ -210,6 +214,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         self._resume_at = 0  # … from this index
         self._init_recovery()  # the recover state's fields (output_recovery)
         self._init_hold(setup.m_hold)  # the hold state's fields (output_hold)
+        self._init_rblock(setup.eos_text, setup.roles)  # blocks written in the reasoning (output_reasoning)
 
         stage = options.thinking_stage
         self._state = _START_STATE.get(stage, CONTENT)
@@ -260,7 +265,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             return []
         out = self._out = []
         self._completion += token_count
-        if self._state == REASONING:
+        if self._state == REASONING or self._state == RBLOCK:
             pos0 = self._pos
             if text:
                 self._feed(text)
@@ -318,7 +323,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             if text is None:
                 text = self._decode_one(tid)
             self._completion += 1
-            if self._state == REASONING:
+            if self._state == REASONING or self._state == RBLOCK:
                 pos0 = self._pos
                 if text:
                     self._feed(text)
@@ -362,7 +367,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
                     dstate = dec.getstate()
                     text = dec.decode(raw)
                     self._sync_fast()
-                if self._state == REASONING:
+                if self._state == REASONING or self._state == RBLOCK:
                     pos0 = self._pos
                     if text:
                         self._feed(text)
@@ -474,6 +479,8 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             i = handlers[self._state](self, s, i, base)
             if i == SWITCH:
                 s, i, self._resume, self._resume_at = self._resume, self._resume_at, "", 0
+                if self._resume_base is not None:
+                    base, self._resume_base = self._resume_base, None
 
     def _held(self, s: str, j: int, base: int, tag: bool = False) -> None:
         if j < len(s):
@@ -494,6 +501,8 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             self._role_token()
             self._emit_reasoning(m)
             return j + len(m)
+        if m == OPEN or m == CLOSE:  # a DSML tag in the reasoning: a block that may be a call
+            return self._reasoning_tag(s, j, base, m)
         self._r_limit = base + j
         if m == THINK_END:
             self._r_nl = ""
@@ -503,6 +512,23 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
             return j + len(m)
         self._end = ("stop", None)
         return None
+
+    def _reasoning_tag(self, s: str, j: int, base: int, m: str) -> int | None:
+        """``s[j]`` starts an exact DSML opener or closer in the reasoning: a block opener is held
+        (:mod:`.output_reasoning`); any other tag is reasoning text (``dsml_in_reasoning``)."""
+        k = read_tag(s, j, len(m))
+        if k == -1:
+            self._held(s, j, base)
+            return None
+        if k == -2:
+            self._emit_reasoning(m)
+            return j + len(m)
+        if m == OPEN and classify(s[j:k], self._dsml)[0] == T_OPEN_BLOCK:
+            return self._rblock_start(s, j, k, base)
+        if classify(s[j:k], self._dsml)[0] != T_OTHER:
+            self._note("dsml_in_reasoning")
+        self._emit_reasoning(s[j:k])
+        return k
 
     def _emit_reasoning(self, piece: str) -> None:
         if self._r_lead:
@@ -708,6 +734,8 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold):
         )
 
     def _flush_held(self) -> None:
+        if self._state == RBLOCK:
+            self._rblock_finish()
         while self._state == RECOVER or self._state == HOLD:  # (reading what they held may enter the other)
             if self._state == RECOVER:
                 self._rec_finish()
@@ -759,4 +787,5 @@ _HANDLERS = (
     OutputParser._do_value,
     OutputParser._do_recover,
     OutputParser._do_hold,
+    OutputParser._do_rblock,
 )

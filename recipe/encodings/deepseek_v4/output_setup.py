@@ -40,7 +40,8 @@ class ParserSetup:
     ``eos``: the end ids (order kept, duplicates dropped); ``eos_set`` the same as a set;
     ``eos_text``: their spellings (EOS when none is special); ``roles``: role-token spellings that
     are not end spellings (:data:`VOCABULARY_ROLE_TOKENS` only when the vocabulary has them); ``rec``: the recovery regexes (None: recovery off); the matchers of
-    reasoning, literal content, content, DSML tags and the hold; ``fast_ok``: every marker starts
+    reasoning (with DSML openers and closers when tools are declared: a block written in the
+    reasoning may be a call), literal content, content, DSML tags and the hold; ``fast_ok``: every marker starts
     with ``<`` (the one-token shortcuts may run); ``texts``: the vocabulary's id -> text cache;
     ``plains``: its id -> plain-token cache (:func:`.output_fastpath.plain_cache`);
     ``re_run`` / ``re_lex``: the bulk-invoke regexes (None when the shortcuts are off);
@@ -90,7 +91,7 @@ def parser_setup(tokenizer: Tokenizer, eos_token_ids: Sequence[int], parse_tool_
     re_run, re_lex = bulk_patterns(tuple(sorted(eos_text))) if fast_ok else (None, None)
     setup = ParserSetup(
         eos=eos, eos_set=frozenset(eos), eos_text=eos_text, roles=frozenset(roles), rec=rec,
-        m_reason=MarkerMatcher([THINK_END, *eos_list, *roles]), m_lit=MarkerMatcher([THINK_END, *eos_list, *roles]),
+        m_reason=MarkerMatcher([THINK_END, *eos_list, *roles, *((OPEN, CLOSE) if recover else ())]), m_lit=MarkerMatcher([THINK_END, *eos_list, *roles]),
         m_content=m_content, m_dsml=m_dsml, m_hold=MarkerMatcher([OPEN, CLOSE, *eos_list]), fast_ok=fast_ok,
         texts=text_cache(tokenizer), plains=plain_cache(tokenizer), re_run=re_run, re_lex=re_lex,
         eos_bytes=_token_bytes(tokenizer, eos))

@@ -19,13 +19,15 @@ from recipe.output.events import (
     ToolCallArgumentsDelta,
 )
 
-__all__ = ["BLOCK", "CONTENT", "DONE", "HOLD", "INVOKE", "REASONING", "RECOVER", "SWITCH", "VALUE", "coalesce"]
+__all__ = ["BLOCK", "CONTENT", "DONE", "HOLD", "INVOKE", "RBLOCK", "REASONING", "RECOVER", "SWITCH", "VALUE", "coalesce"]
 
 #: states: reasoning (before ``</think>``), content, inside a tool-call block, inside an invoke,
 #: inside a parameter value, holding a possibly corrupted DSML call, holding exact markup until it
-#: is known to be a valid call (:mod:`.output_hold`), ended (Finish emitted).
-REASONING, CONTENT, BLOCK, INVOKE, VALUE, RECOVER, HOLD, DONE = range(8)
-#: a handler's return value asking the driver to continue on ``_resume`` from ``_resume_at``.
+#: is known to be a valid call (:mod:`.output_hold`), holding a tool-call block written in the
+#: reasoning (:mod:`.output_reasoning`), ended (Finish emitted).
+REASONING, CONTENT, BLOCK, INVOKE, VALUE, RECOVER, HOLD, RBLOCK, DONE = range(9)
+#: a handler's return value asking the driver to continue on ``_resume`` from ``_resume_at`` (with
+#: ``_resume_base`` as the position of its first character when that is set).
 SWITCH = -1
 
 

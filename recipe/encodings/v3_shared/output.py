@@ -28,7 +28,9 @@ Robustness rules (the V4 parser's, docs/streaming.md):
   ``</think>`` inside content is dropped; leading newlines of reasoning and content, the newlines
   before ``</think>`` and before a call block, and blanks around call markup are not content.
 
-Reasoning inside ``<think>`` is never parsed for calls (a call quoted in reasoning stays reasoning).
+A complete, well-formed block of declared calls written inside the reasoning is a call (note
+``tool_call_in_reasoning``); any other block there stays reasoning (``dsml_in_reasoning``):
+:mod:`.output_reasoning`.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from recipe.encodings.v3_shared.constants import (
     TOOL_CALLS_END,
 )
 from recipe.encodings.v3_shared.output_calls import ARGS, BLOCK, HEAD, TAIL, CallStates
+from recipe.encodings.v3_shared.output_reasoning import ReasoningCalls
 from recipe.output.events import (
     Finish,
     OutputEvent,
@@ -75,7 +78,7 @@ _CALL_MARKERS = (TOOL_CALL_BEGIN, TOOL_CALL_END, TOOL_CALLS_END)
 _TEXTS: dict[str, dict[int, str]] = {}
 
 
-class OutputParser(CallStates):
+class OutputParser(CallStates, ReasoningCalls):
     """Incremental parser for the V3 / R1 / V3.1 output formats (module docstring).
 
     Args:
@@ -109,7 +112,9 @@ class OutputParser(CallStates):
         self._eos_text = frozenset(eos_text)
         self._declared = frozenset(options.tool_names) if options.parse_tool_calls else frozenset()
         calls = (TOOL_CALLS_BEGIN, TOOL_CALL_BEGIN) if options.parse_tool_calls else ()
-        self._m_reason = MarkerMatcher([THINK_END, *eos_text])
+        # a block in the reasoning may be a call (output_reasoning) when tools are declared
+        self._m_reason = MarkerMatcher([THINK_END, *eos_text, *((TOOL_CALLS_BEGIN,) if self._declared else ())])
+        self._init_rcalls(self._eos_text)
         self._m_content = MarkerMatcher([THINK_END, *eos_text, *calls])
         self._m_block = MarkerMatcher([*_CALL_MARKERS, *eos_text])
         self._ends = (*_CALL_MARKERS, *eos_text, TOOL_CALLS_BEGIN)  # markup that ends a call head
@@ -249,7 +254,7 @@ class OutputParser(CallStates):
         if not self._buf and "<" not in text and "\n" not in text:
             # no marker can start here and no newline run is involved: the common token
             st = self._state
-            if st == REASONING and not self._r_open and not self._r_lead:
+            if st == REASONING and not self._r_open and not self._r_lead and not self._rc_hold:
                 self._out.append(ReasoningDelta(self._r_nl + text))
                 self._r_nl = ""
                 return
@@ -273,6 +278,8 @@ class OutputParser(CallStates):
     # ------------------------------------------------------------------ reasoning
 
     def _reasoning(self) -> bool:
+        if self._rc_hold:
+            return self._rc_step()
         if self._r_open:
             head = self._buf.lstrip(" \t\r\n")
             if not head or (len(head) < len(THINK_START) and THINK_START.startswith(head)):
@@ -286,6 +293,9 @@ class OutputParser(CallStates):
             self._emit_reasoning(self._take(j))
         if m is None:
             return False
+        if m == TOOL_CALLS_BEGIN:
+            self._rc_start()
+            return True
         self._take(len(m))
         self._r_end = self._pos - len(self._buf) - len(m)
         self._settle()
@@ -393,6 +403,7 @@ class OutputParser(CallStates):
     # ------------------------------------------------------------------ ending
 
     def _close(self, reason: str) -> None:
+        self._rc_flush()
         st = self._state
         if self._end is None or self._end[1] is None:
             if st == HEAD and self._head:
