@@ -121,6 +121,13 @@ class Options:
             ``tool_choice`` ``any`` rendered as auto: :mod:`recipe.api.input_notes`) — ``note`` (rendered
             as deepseek-recipe does, with a note in the response's ``recipe.notes``), ``reject``
             (a 400 naming the field) or ``ignore`` (deepseek-recipe: no word).
+        interleaved_history: a history whose items interleave around pending tool calls, as
+            OpenAI accepts them — a system / developer message between calls and their outputs
+            (Chat tool messages, Responses ``function_call_output`` items), and Responses reasoning
+            or assistant messages between the calls of one turn (``[reasoning, message, call1,
+            reasoning, call2, output1, output2]``) — ``accept`` (outputs matched to their calls by
+            id; the turn's reasoning, text and calls are one assistant turn, the results follow it,
+            then the system / developer messages) or ``reject`` (deepseek-recipe's 400).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -143,6 +150,7 @@ class Options:
     engine_sampling: Literal["use", "ignore"] = "use"
     chat_template_kwargs: Literal["use", "ignore"] = "use"
     unrendered_input: Literal["note", "reject", "ignore"] = "note"
+    interleaved_history: Literal["accept", "reject"] = "accept"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included).
@@ -167,6 +175,7 @@ class Options:
             engine_sampling="ignore",
             chat_template_kwargs="ignore",
             unrendered_input="ignore",
+            interleaved_history="reject",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

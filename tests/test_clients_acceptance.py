@@ -281,3 +281,105 @@ def test_max_completion_tokens_limits_the_completion_by_default_ignored_in_parit
     with pytest.raises(RequestError) as info:
         prepare({**body, "max_completion_tokens": 0}, "chat")
     assert info.value.param == "max_completion_tokens" and "[1, 393216]" in info.value.message
+
+
+# --- class 13: histories interleaved around pending tool calls ------------------------------------
+
+CALL1 = {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+CALL2 = {"type": "function_call", "call_id": "c2", "name": "get_weather", "arguments": '{"city": "Rome"}'}
+OUT1 = {"type": "function_call_output", "call_id": "c1", "output": "18C"}
+OUT2 = {"type": "function_call_output", "call_id": "c2", "output": "24C"}
+HOOK = {"role": "developer", "content": "A hook: the user is in a hurry."}
+
+
+def _reasoning(text, rid):
+    return {"type": "reasoning", "id": rid, "summary": [], "content": [{"type": "reasoning_text", "text": text}]}
+
+
+def _said(text):
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+def _responses(items, model="deepseek-v4-pro"):
+    return {"model": model, "tools": [RESP_TOOL], "input": [{"role": "user", "content": "Weather?"}, *items]}
+
+
+def _chat(messages, model="deepseek-v4-pro"):
+    calls = [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]
+    return {"model": model, "tools": [CHAT_TOOL], "messages": [
+        {"role": "user", "content": "Weather?"}, {"role": "assistant", "content": None, "tool_calls": calls}, *messages]}
+
+
+#: interleaved history (accepted by default) -> the order deepseek-recipe accepts, which it renders as
+INTERLEAVED = {
+    "responses-developer_between_call_and_output": (
+        "responses", _responses([CALL1, HOOK, OUT1]), _responses([CALL1, OUT1, HOOK])),
+    "responses-system_between_two_outputs": (
+        "responses", _responses([CALL1, CALL2, OUT1, {"role": "system", "content": "S"}, OUT2]),
+        _responses([CALL1, CALL2, OUT1, OUT2, {"role": "system", "content": "S"}])),
+    "responses-reasoning_and_calls_interleaved": (
+        "responses", _responses([_reasoning("think 1", "rs1"), _said("Checking."), CALL1, _reasoning("think 2", "rs2"), CALL2, OUT1, OUT2]),
+        _responses([_reasoning("think 1", "rs1"), _reasoning("think 2", "rs2"), _said("Checking."), CALL1, CALL2, OUT1, OUT2])),
+    "responses-message_between_calls_then_developer": (
+        "responses", _responses([CALL1, _said("And Rome."), CALL2, HOOK, OUT2, OUT1]),
+        _responses([_said("And Rome."), CALL1, CALL2, OUT2, OUT1, HOOK])),
+    "chat-system_between_tool_calls_and_tool_message": (
+        "chat", _chat([{"role": "system", "content": "A hook."}, {"role": "tool", "tool_call_id": "c1", "content": "18C"}]),
+        _chat([{"role": "tool", "tool_call_id": "c1", "content": "18C"}, {"role": "system", "content": "A hook."}])),
+    "chat-developer_between_tool_calls_and_tool_message": (
+        "chat", _chat([{"role": "developer", "content": "A hook."}, {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+                       {"role": "user", "content": "And?"}]),
+        _chat([{"role": "tool", "tool_call_id": "c1", "content": "18C"}, {"role": "user", "content": "A hook."},
+               {"role": "user", "content": "And?"}])),
+}
+
+
+@pytest.mark.parametrize("case", list(INTERLEAVED))
+@pytest.mark.parametrize("thinking", [True, False])
+def test_interleaved_history_is_accepted_by_default_rejected_in_parity(case, thinking):
+    """Codex with a hook (a developer message before the call's output), pi-ai (reasoning, message and calls
+    interleaved): OpenAI accepts them, deepseek-recipe answers 400. recipe renders them as deepseek-recipe
+    renders the same history in the order the template needs (results right after their calls, the turn's
+    reasoning / text / calls as one assistant turn)."""
+    api, body, reordered = INTERLEAVED[case]
+    effort = {"chat": {"reasoning_effort": "high" if thinking else "none"},
+              "responses": {"reasoning": {"effort": "high" if thinking else "none"}}}[api]
+    body, reordered = {**body, **effort}, {**reordered, **effort}
+    _rejected_by_parity(body, api)
+    theirs = oracle.convert(api, reordered)
+    assert theirs["ok"], theirs
+    ours = prepare(body, api)
+    assert ours.prompt.text == theirs["prompt"]
+    assert ours.token_ids == theirs["token_ids"] == prepare(reordered, api, options=PARITY_OPTIONS).token_ids
+
+
+@pytest.mark.parametrize("case", list(INTERLEAVED))
+def test_interleaved_history_on_v41(case):
+    """DeepSeek-V4.1 (system messages in place): the same reordering, compared as prompts with
+    deepseek-recipe's V4.1 path (the ids need V4.1's vocabulary)."""
+    api, body, reordered = INTERLEAVED[case]
+    body, reordered = {**body, "model": "deepseek-v4.1-flash"}, {**reordered, "model": "deepseek-v4.1-flash"}
+    if api == "chat":  # a Chat developer message is a system message on V4.1 (class 1)
+        reordered["messages"] = [dict(m, role="system") if m.get("content") == "A hook." else m for m in reordered["messages"]]
+    theirs = oracle.convert(api, reordered)
+    assert theirs["ok"], theirs
+    assert prepare(body, api).prompt.text == theirs["prompt"]
+    with pytest.raises(RequestError):
+        prepare(body, api, options=PARITY_OPTIONS)
+
+
+@pytest.mark.parametrize("items, param", [
+    ([CALL1, {"role": "user", "content": "late"}, OUT1], "input[2]"),  # a user message still needs the outputs first
+    ([CALL1, HOOK], "input[3]"),  # an output that never comes
+    ([CALL1, HOOK, {"type": "function_call_output", "call_id": "c9", "output": "?"}], "input[3].call_id"),
+])
+def test_interleaved_history_still_needs_every_output(items, param):
+    with pytest.raises(RequestError) as info:
+        prepare(_responses(items), "responses")
+    assert info.value.param == param
+
+
+def test_interleaved_chat_history_still_needs_every_tool_message():
+    with pytest.raises(RequestError) as info:
+        prepare(_chat([{"role": "system", "content": "A hook."}, {"role": "user", "content": "And?"}]))
+    assert info.value.param == "messages[3]" and "tool_call_id" in info.value.message

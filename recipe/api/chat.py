@@ -107,16 +107,22 @@ def _check_assistant_media(i: int, content: Content | None, rules: RequestRules)
         raise RequestError("Image in assistant message is not supported", param=f"messages[{i}].content")
 
 
-def _convert_and_pair(msgs: list[Any], rules: RequestRules) -> tuple[Message, ...]:
+def _convert_and_pair(msgs: list[Any], rules: RequestRules, interleaved: bool = False) -> tuple[Message, ...]:
     """Each message converted (:func:`_message`), in order, while checking that every tool message
     answers the preceding assistant's calls and every call gets exactly one answer: the first
-    problem in message order is the error, as deepseek-recipe reports it."""
+    problem in message order is the error, as deepseek-recipe reports it.
+
+    ``interleaved`` (``Options.interleaved_history="accept"``): a system or developer message between
+    an assistant's calls and their tool messages is rendered after the tool messages (the template
+    needs the results right after the calls), instead of the parity target's error."""
     out: list[Message] = []
     pending: list[str] | None = None  # call ids still awaiting a tool message
     answered: set[str] = set()
+    deferred: list[Message] = []  # system / developer messages met while calls were pending
     for i, m in enumerate(msgs):
-        out.append(_message(i, m, rules))
+        conv = _message(i, m, rules)
         if type(m) is ToolMsg:
+            out.append(conv)
             if pending is None:
                 raise RequestError(
                     "Messages with role 'tool' must be a response to a preceding message with 'tool_calls'",
@@ -131,14 +137,21 @@ def _convert_and_pair(msgs: list[Any], rules: RequestRules) -> tuple[Message, ..
             if m.tool_call_id in pending:
                 pending.remove(m.tool_call_id)
             continue
+        if pending and interleaved and type(m) in (SystemMsg, DeveloperMsg):
+            deferred.append(conv)
+            continue
         if pending:
             _missing(pending, answered, i)
+        out += deferred
+        deferred.clear()
+        out.append(conv)
         if pending is not None or answered:
             pending, answered = None, set()
         if type(m) is AssistantMsg and m.tool_calls:
             pending = [c.id for c in m.tool_calls]
     if pending:
         _missing(pending, answered, len(msgs))
+    out += deferred
     return tuple(out)
 
 
@@ -210,7 +223,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     switch = req.thinking.type if req.thinking else common.template_thinking(req.chat_template_kwargs, options)
     thinking, effort = common.resolve_thinking(switch, req.reasoning_effort, options, encoding)
 
-    messages = _convert_and_pair(list(req.messages), rules)
+    messages = _convert_and_pair(list(req.messages), rules, options.interleaved_history == "accept")
     # empty system messages are dropped before the prefix rules apply (deepseek-recipe, V4 and V4.1):
     # a prefix followed only by empty system messages is the final message
     dropped = any(map(_dropped, messages))

@@ -15,7 +15,10 @@ Item walk (observed rules):
   assistant message: non-empty texts joined with ``\\n\\n``, non-empty reasoning texts with ``\\n``,
   calls sorted by call id. A non-empty reasoning item after assistant text starts a new assistant message.
 - After a call, only calls and outputs may follow until every pending call has its output; the
-  assistant message and its tool results are then closed. ``item_reference`` and unknown item
+  assistant message and its tool results are then closed. With ``Options.interleaved_history``
+  ``accept`` (the default; OpenAI accepts these histories) reasoning and assistant items between
+  pending calls join the same assistant message, and a system / developer item there is placed
+  after the results (outputs are matched to calls by ``call_id``); ``reject`` is the parity error. ``item_reference`` and unknown item
   types are ignored everywhere; tool-search items too, except on V4.1 (:mod:`recipe.api.tool_search`).
 - V4.1 (the family's :class:`~recipe.encodings.base.RequestRules`): ``developer`` items are system
   messages, images are image tokens, namespaces flatten to ``ns::name``.
@@ -295,8 +298,11 @@ class _Turn:
 class _Walker:
     """Turns input items into messages (see the module docstring for the rules)."""
 
-    def __init__(self, flat_names: dict[tuple[str, str], str], rules: RequestRules, used: set[str]) -> None:
+    def __init__(self, flat_names: dict[tuple[str, str], str], rules: RequestRules, used: set[str],
+                 interleaved: bool = False) -> None:
         self.flat_names = flat_names
+        self.interleaved = interleaved  # Options.interleaved_history == "accept"
+        self.deferred: list[Message] = []  # system / developer messages met while calls were pending
         self.used = used  # the declared tools' (flat) names, then the undeclared pairs' as they are named
         self.rules = rules
         self.messages: list[Message] = []
@@ -329,6 +335,9 @@ class _Walker:
         if self.announce:
             self.messages.append(common.PendingSystem("", (), tuple(self.announce)))  # type: ignore[arg-type]
             self.announce = []
+        if self.deferred:
+            self.messages.extend(self.deferred)
+            self.deferred = []
 
     def require_no_pending(self, i: int) -> None:
         if self.pending:
@@ -380,7 +389,9 @@ class _Walker:
         elif isinstance(it, (FunctionCallOutputItem, CustomToolCallOutputItem)):
             self.output(i, it.call_id, *_join_images(i, it.output, self.rules, "output"))
         elif isinstance(it, MessageItem):
-            self.require_no_pending(i)
+            interleaved = self.interleaved and bool(self.pending)
+            if not interleaved or it.role == "user":
+                self.require_no_pending(i)
             if it.role == "assistant":
                 if self.rules.image_token is not None and isinstance(it.content, list) and any(isinstance(p, InputImage) for p in it.content):
                     for j, p in enumerate(it.content):  # the parts' fields are checked first
@@ -394,17 +405,23 @@ class _Walker:
                     self.turn.texts.append(text)
                 return
             text, images = _join_images(i, it.content, self.rules)
-            self.close()
             if it.role == "system" or (it.role == "developer" and self.rules.system_in_place):
-                self.messages.append(SystemMessage(text, images))
+                msg: Message = SystemMessage(text, images)
             else:
-                self.messages.append(UserMessage(text, images))
+                msg = UserMessage(text, images)
+            if interleaved:  # a system / developer message before the pending calls' outputs: after them
+                self.deferred.append(msg)
+                return
+            self.close()
+            self.messages.append(msg)
         elif isinstance(it, ReasoningItem):
-            self.require_no_pending(i)
+            interleaved = self.interleaved and bool(self.pending)
+            if not interleaved:
+                self.require_no_pending(i)
             text = "\n".join(p.text for p in it.content or ())
             if not text:
                 return
-            if self.turn is not None and self.turn.texts:
+            if self.turn is not None and self.turn.texts and not interleaved:  # (calls pending: the same turn)
                 self.close()
             if self.turn is None:
                 self.turn = _Turn()
@@ -412,9 +429,9 @@ class _Walker:
         # item_reference, tool_search_*, unknown types: ignored
 
 
-def _messages(req: ResponsesRequest, rules: RequestRules) -> tuple[list[Message], list[_ToolEntry]]:
+def _messages(req: ResponsesRequest, rules: RequestRules, interleaved: bool = False) -> tuple[list[Message], list[_ToolEntry]]:
     """Instructions and input as Conversation messages (pairing and call-id rules checked), and the
-    tools tool searches found (V4.1)."""
+    tools tool searches found (V4.1). ``interleaved``: ``Options.interleaved_history == "accept"``."""
     if req.input is None and not req.instructions:
         raise RequestError("Either input or instructions must be provided", param="input")
     if isinstance(req.input, list) and not req.input:
@@ -428,7 +445,7 @@ def _messages(req: ResponsesRequest, rules: RequestRules) -> tuple[list[Message]
     for e in entries:
         if e.namespace is not None:
             flat.setdefault(e.namespace, e.name)
-    walker = _Walker(flat, rules, {e.name for e in entries})
+    walker = _Walker(flat, rules, {e.name for e in entries}, interleaved)
     for i, it in enumerate(req.input or ()):
         walker.item(i, it)
     walker.require_no_pending(len(req.input or ()))
@@ -486,7 +503,7 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         for i, it in enumerate(req.input):
             if isinstance(it, ToolSearchOutputItem):
                 _check_tools(it.tools, options, f"input[{i}].")
-    messages, found = _messages(req, rules)
+    messages, found = _messages(req, rules, options.interleaved_history == "accept")
     entries = _flat_entries(tool_list, rules)
     if options.reasoning_content_behavior == "reject" and thinking:
         _check_reasoning_present(messages, bool(entries))
