@@ -1,4 +1,6 @@
-"""Text from users, tools or history never becomes a special token: only the template emits special ids."""
+"""Text from users, tools or history never becomes a special token: only the template emits special ids
+(and the grounding tokens a model wrote, given back in an assistant turn's content or reasoning, as
+deepseek-recipe encodes them: tests/test_grounding_tokens.py)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ import json
 
 import pytest
 
+from recipe.encodings.deepseek_v4.constants import GROUNDING_TOKENS
 from recipe.pipeline import prepare
 from recipe.prompt import Special
 from recipe.tokenizer import load_tokenizer
 
 TOK = load_tokenizer()
 ALL_SPECIALS = "".join(sorted(TOK.special_tokens))  # every added token of the vocabulary, ~1283 spellings
+GROUNDING_IDS = frozenset(TOK.special_id(s) for s in GROUNDING_TOKENS)
 
 
 def _request(t: str, thinking: bool = True) -> dict:
@@ -59,8 +63,11 @@ def test_every_special_spelling_in_every_field_stays_text(thinking):
     plain = prepare(_request("x", thinking), "chat")
     # The hostile text really is in the prompt, spelled out ...
     assert hostile.prompt.text.count("<｜User｜>") > plain.prompt.text.count("<｜User｜>")
-    # ... yet the special ids are exactly the template's, the same as with harmless text.
-    assert _special_ids(hostile.token_ids) == _special_ids(plain.token_ids)
+    # ... yet the special ids are exactly the template's, the same as with harmless text, but for the
+    # eight grounding tokens in the assistant turn's content (and its reasoning, rendered in thinking mode)
+    grounding = [i for i in hostile.token_ids if i in GROUNDING_IDS]
+    assert sorted(grounding) == sorted([*GROUNDING_IDS] * (2 if thinking else 1))
+    assert [i for i in _special_ids(hostile.token_ids) if i not in GROUNDING_IDS] == _special_ids(plain.token_ids)
     template = [TOK.special_id(s.text) for s in hostile.prompt.segments if type(s) is Special]
     assert _special_ids(hostile.token_ids) == template
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "BOS", "EOS", "USER", "ASSISTANT", "THINK_START", "THINK_END", "DSML", "LATEST_REMINDER",
-    "TASK_TOKENS", "SPECIAL_IDS", "TEMPLATE_SPECIALS",
+    "TASK_TOKENS", "SPECIAL_IDS", "TEMPLATE_SPECIALS", "GROUNDING_TOKENS",
 ]
 
 BOS = "<｜begin▁of▁sentence｜>"
@@ -25,6 +25,15 @@ TASK_TOKENS = {
     "title": "<｜title｜>",
     "read_url": "<｜read_url｜>",
 }
+
+#: Grounding tokens: special tokens the model itself writes in its answer and reasoning (a referred
+#: phrase, then a box, point or polygon); ids 129278 … 129271 in the V4 vocabulary. Given back in an
+#: assistant turn's content or reasoning they are encoded as these special tokens again, as
+#: deepseek-recipe does, so the next prompt holds the ids the model generated; in user, system and
+#: tool text (and tool-call arguments) they stay text.
+GROUNDING_TOKENS = (
+    "<｜ref｜>", "<｜/ref｜>", "<｜box｜>", "<｜/box｜>", "<｜point｜>", "<｜/point｜>", "<｜polygon｜>", "<｜/polygon｜>",
+)
 
 #: Ids of the spellings above in the V4 vocabulary.
 SPECIAL_IDS = {

@@ -6,7 +6,8 @@ Layout (deepseek-recipe behaviour map §1.2)::
 
 Template text is split into :class:`~recipe.prompt.Special` and :class:`~recipe.prompt.Text`
 segments here, once; everything taken from the conversation (system text, user text, reasoning,
-tool names, arguments, results, schemas) becomes ``Text`` only.
+tool names, arguments, results, schemas) becomes ``Text`` only, except the grounding tokens the
+model itself wrote in an assistant turn's content or reasoning (:func:`model_text`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from recipe.encodings.deepseek_v4.constants import (
     BOS,
     DSML,
     EOS,
+    GROUNDING_TOKENS,
     LATEST_REMINDER,
     THINK_END,
     THINK_START,
@@ -46,6 +48,7 @@ __all__ = [
     "render", "render_resumable", "render_context", "RESUMABLE", "template_segments", "EFFORT_TEXTS", "TOOLS_TEMPLATE",
     "JSON_SCHEMA_HEAD", "Dialect", "dialect", "V4_DIALECT", "tool_line", "tools_block", "invoke_segments",
     "tool_calls_segments", "by_id", "assistant_segments", "prefix_assistant_segments", "generation_prompt",
+    "model_text",
 ]
 
 _TEMPLATE_SPECIAL_RE = re.compile("(" + "|".join(map(re.escape, (DSML, THINK_START, THINK_END))) + ")")
@@ -61,6 +64,23 @@ def template_segments(text: str) -> tuple[Segment, ...]:
         if part:
             out.append(Special(part) if i % 2 else Text(part))
     return tuple(out)
+
+
+_GROUNDING_RE = re.compile("(" + "|".join(map(re.escape, GROUNDING_TOKENS)) + ")")
+
+
+def model_text(text: str) -> list[Segment]:
+    """An assistant turn's content or reasoning (text the model wrote) as segments: the grounding
+    tokens it emits (:data:`~.constants.GROUNDING_TOKENS`) are special tokens again, everything else
+    text (deepseek-recipe 0.2.0 encodes exactly these eight there). Never for user, system or tool
+    text."""
+    if "<｜" not in text:
+        return [Text(text)]
+    out: list[Segment] = []
+    for i, part in enumerate(_GROUNDING_RE.split(text)):
+        if part:
+            out.append(Special(part) if i % 2 else Text(part))
+    return out or [Text("")]
 
 
 _EFFORT_HIGH = (
@@ -249,10 +269,10 @@ def assistant_segments(msg: AssistantMessage, think_history: bool, calls: Sequen
     ``</think>`` + content + the tool-call block of ``calls`` (in that order) + EOS."""
     out: list[Segment] = [_S_ASSISTANT]
     if think_history:
-        out += (_S_THINK, Text(msg.reasoning_content or ""), _S_THINK_END)
+        out += (_S_THINK, *model_text(msg.reasoning_content or ""), _S_THINK_END)
     else:
         out.append(_S_THINK_END)
-    out.append(Text(msg.content or ""))
+    out += model_text(msg.content or "")
     if calls:
         out += tool_calls_segments(calls, d)
     out.append(_S_EOS)
@@ -262,10 +282,10 @@ def assistant_segments(msg: AssistantMessage, think_history: bool, calls: Sequen
 def prefix_assistant_segments(msg: AssistantMessage, thinking: bool) -> list[Segment]:
     """A trailing ``prefix`` assistant to continue (no generation prompt follows)."""
     if not thinking:
-        return [_S_ASSISTANT, _S_THINK_END, Text(msg.content or "")]
-    out: list[Segment] = [_S_ASSISTANT, _S_THINK, Text(msg.reasoning_content or "")]
+        return [_S_ASSISTANT, _S_THINK_END, *model_text(msg.content or "")]
+    out: list[Segment] = [_S_ASSISTANT, _S_THINK, *model_text(msg.reasoning_content or "")]
     if msg.content:
-        out += (_S_THINK_END, Text(msg.content))
+        out += (_S_THINK_END, *model_text(msg.content))
     return out
 
 
