@@ -307,11 +307,16 @@ def test_cache_options_spelled_in_the_cli_match_the_key_schemes(capsys):
 
 
 def test_version_is_printed(capsys):
-    from importlib.metadata import version
+    import tomllib
+    from pathlib import Path
 
+    import recipe
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["version"] == recipe.__version__
     with pytest.raises(SystemExit) as info:
         main(["--version"])
-    assert info.value.code == 0 and capsys.readouterr().out == f"recipe {version('recipe')}\n"
+    assert info.value.code == 0 and capsys.readouterr().out == f"recipe {recipe.__version__}\n"
 
 
 # --------------------------------------------------------------------------------------------

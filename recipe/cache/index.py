@@ -204,7 +204,7 @@ class RedisPrefixIndex:
     server's ``maxmemory-policy`` (e.g. ``volatile-lru``). Each lookup is one pipelined round trip.
 
     Args:
-        client: a ``redis.Redis`` (redis-py, the ``recipe[redis]`` extra).
+        client: a ``redis.Redis`` (redis-py, the ``dsrecipe[redis]`` extra).
         ttl, clock: as in :class:`MemoryPrefixIndex`.
     Raises:
         PrefixIndexUnavailable: from every method when Redis fails (connection, timeout, error reply).
@@ -221,7 +221,7 @@ class RedisPrefixIndex:
         try:
             import redis
         except ImportError as exc:  # pragma: no cover - optional extra
-            raise PrefixIndexUnavailable("RedisPrefixIndex needs redis-py: pip install 'recipe[redis]'") from exc
+            raise PrefixIndexUnavailable("RedisPrefixIndex needs redis-py: pip install 'dsrecipe[redis]' (or 'redis>=5')") from exc
         return cls(redis.Redis.from_url(url, **kwargs), ttl, clock)
 
     @staticmethod

@@ -4,7 +4,7 @@
   about to write (Lark, structural tag, engine fields), built by the request's model family and
   cached by its key;
 * :class:`OutputMatcher` — a token-mask matcher on recipe's own vocabulary (llguidance, the
-  optional extra ``recipe[constrain]``), for a caller without a constraining engine;
+  optional extra ``dsrecipe[constrain]``), for a caller without a constraining engine;
 * :func:`check_output` — is a completion (token ids) inside the grammar, and if not, where not.
 
 The prepared request is read by attribute (``encoding``, ``conversation``, ``parsing``), as every
@@ -135,7 +135,7 @@ def _llguidance() -> Any:
     try:
         import llguidance
     except ImportError:  # pragma: no cover - exercised where the extra is not installed
-        raise ImportError("the token-mask matcher needs llguidance: pip install 'recipe[constrain]'") from None
+        raise ImportError("the token-mask matcher needs llguidance: pip install 'dsrecipe[constrain]' (or 'llguidance>=1.9,<2')") from None
     return llguidance
 
 
@@ -194,7 +194,7 @@ class OutputMatcher:
         grammar: an :class:`OutputGrammar` to use instead of ``output_grammar(prep, args)``.
 
     Raises:
-        ImportError: llguidance is not installed (``pip install 'recipe[constrain]'``).
+        ImportError: llguidance is not installed (``pip install 'dsrecipe[constrain]'``).
         ValueError: as :func:`output_grammar`; :class:`GrammarCompileError` (a ValueError) for a
             grammar that does not compile.
         MissingSpecialTokenError: the vocabulary is not the model family's (it lacks a special token

@@ -4,7 +4,7 @@ One string per response, ``<prefix>:<id>`` → the record as JSON (wire JSON: ``
 ``response``, ``previous_response_id``, ``model``, ``created_at``), with an optional expiry. Every
 Redis failure (connection refused, timeout, error reply) raises
 :class:`~recipe.store.conversations.StoreUnavailable`: a request that needs the store gets a clear
-error, never a wrong or silently missing turn. Needs redis-py (the ``recipe[redis]`` extra).
+error, never a wrong or silently missing turn. Needs redis-py (the ``dsrecipe[redis]`` extra).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class RedisStore:
         try:
             import redis
         except ImportError as exc:  # pragma: no cover - optional extra
-            raise StoreUnavailable("the Redis store needs redis-py: pip install 'recipe[redis]'") from exc
+            raise StoreUnavailable("the Redis store needs redis-py: pip install 'dsrecipe[redis]' (or 'redis>=5')") from exc
         kwargs.setdefault("socket_connect_timeout", 2.0)
         kwargs.setdefault("socket_timeout", 5.0)
         return cls(redis.Redis.from_url(url, **kwargs), prefix, ttl)
