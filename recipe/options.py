@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -60,7 +60,7 @@ def parse_alias(spec: str) -> tuple[str, ModelAlias]:
     return name, ModelAlias(target, _ALIAS_MODES[mode])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Options:
     """Conversion options (never read from globals or the environment).
 
@@ -128,6 +128,9 @@ class Options:
             reasoning, call2, output1, output2]``) — ``accept`` (outputs matched to their calls by
             id; the turn's reasoning, text and calls are one assistant turn, the results follow it,
             then the system / developer messages) or ``reject`` (deepseek-recipe's 400).
+        unknown_model: the 400 for a model name the table does not have — ``closest`` (one short
+            line: the closest names, and where the full list is: ``GET /v1/models``, ``recipe
+            models``) or ``list`` (deepseek-recipe's message, every supported name on one line).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -151,6 +154,22 @@ class Options:
     chat_template_kwargs: Literal["use", "ignore"] = "use"
     unrendered_input: Literal["note", "reject", "ignore"] = "note"
     interleaved_history: Literal["accept", "reject"] = "accept"
+    unknown_model: Literal["closest", "list"] = "closest"
+
+    def __repr__(self) -> str:
+        """``Options(...)`` naming only the fields that differ from the defaults, the model and alias
+        tables by their sizes (``help(recipe.prepare)`` shows the default as ``Options()``)."""
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+            if value == default:
+                continue
+            if isinstance(value, Mapping):
+                parts.append(f"{f.name}=<{len(value)} names>")
+            else:
+                parts.append(f"{f.name}={value!r}")
+        return f"Options({', '.join(parts)})"
 
     def parity(self) -> Options:
         """A copy that answers every request exactly as deepseek-recipe 0.2.0 does (400s included).
@@ -176,6 +195,7 @@ class Options:
             chat_template_kwargs="ignore",
             unrendered_input="ignore",
             interleaved_history="reject",
+            unknown_model="list",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

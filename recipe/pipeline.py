@@ -83,7 +83,15 @@ def default_segment_cache() -> SegmentCache:
 
 
 _RESPONSES_KEYS = frozenset({"input", "instructions"})
-_MESSAGES_KEYS = frozenset({"system", "stop_sequences", "anthropic_version", "output_config", "top_k"})
+_MESSAGES_KEYS = frozenset({"system", "stop_sequences", "anthropic_version", "output_config"})
+#: Chat Completions fields a Messages body never has (OpenAI's, and the sampling extras vLLM and
+#: SGLang users send next to ``top_k``): with one of them, ``top_k`` does not make a body Messages.
+_CHAT_SIGN_KEYS = frozenset(
+    "response_format max_completion_tokens n logprobs top_logprobs stream_options frequency_penalty presence_penalty "
+    "seed parallel_tool_calls reasoning_effort logit_bias user min_p repetition_penalty chat_template_kwargs "
+    "skip_special_tokens min_tokens ignore_eos stop".split()
+)
+_CHAT_SIGN_ROLES = frozenset({"system", "developer", "tool"})
 _MESSAGES_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
 
 
@@ -91,14 +99,21 @@ def detect_api(body: Mapping[str, Any]) -> Api:
     """Guess the API of a request body.
 
     ``input``/``instructions`` → responses; Anthropic-only fields (top-level ``system``,
-    ``stop_sequences``, ``output_config``, ``top_k``), tools without a ``function`` object, an object
-    ``tool_choice`` of type auto/any/tool/none, or Anthropic content blocks → messages; otherwise chat
-    (a body valid in both Chat and Messages, such as plain user strings, reads as chat: pass ``api``).
+    ``stop_sequences``, ``output_config``), ``top_k`` with ``max_tokens`` (which Messages requires) and
+    without a sign of Chat (a Chat-only field such as
+    ``n``, ``min_p``, ``repetition_penalty``, ``chat_template_kwargs``; a system, developer or tool
+    message: vLLM and SGLang take ``top_k`` in Chat bodies too), tools without a ``function`` object,
+    an object ``tool_choice`` of type auto/any/tool/none, or Anthropic content blocks → messages;
+    otherwise chat (a body valid in both Chat and Messages, such as plain user strings, reads as
+    chat: pass ``api``).
     """
     keys = body.keys()
     if not keys.isdisjoint(_RESPONSES_KEYS):
         return "responses"
     if not keys.isdisjoint(_MESSAGES_KEYS):
+        return "messages"
+    if "top_k" in keys and "max_tokens" in keys and keys.isdisjoint(_CHAT_SIGN_KEYS) and not any(
+            isinstance(m, Mapping) and m.get("role") in _CHAT_SIGN_ROLES for m in body.get("messages") or ()):
         return "messages"
     tools = body.get("tools")
     if isinstance(tools, list) and any((type(t) is dict or isinstance(t, Mapping)) and "function" not in t for t in tools):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import json
 import os
 import subprocess
@@ -11,6 +13,7 @@ import pytest
 
 from fixtures import api_requests
 from recipe.cli.main import main
+from recipe.errors import RequestError
 
 ROW = next(r for r in api_requests("chat") if "error" not in r and r["id"] == "C12")
 BAD = next(r for r in api_requests("chat") if r["id"] == "C11")  # named tool choice naming no declared tool
@@ -79,9 +82,80 @@ def test_unknown_model_names_supported_ones(tmp_path, capsys):
     f.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}))
     code, out, _ = run(["render", str(f), "--json"], capsys)
     assert code == 1
+    error = json.loads(out)["error"]
+    assert error["param"] == "model"
+    assert error["message"] == ("The model 'gpt-4o' is not supported. 23 model names are supported: "
+                                "GET /v1/models (recipe serve) or `recipe models` lists them.")
+    f.write_text(json.dumps({"model": "deepseek-v4", "messages": [{"role": "user", "content": "x"}]}))
+    code, out, _ = run(["render", str(f), "--json"], capsys)
     message = json.loads(out)["error"]["message"]
-    assert message.startswith("The supported API model names are DeepSeek-R1, ")  # every table row, byte order
-    assert "DeepSeek-V4-Flash, " in message and message.endswith(", but you passed gpt-4o.")
+    assert message.startswith("The model 'deepseek-v4' is not supported; closest: ") and "DeepSeek-V4-Pro" in message
+    assert len(message) < 200  # one short line (deepseek-recipe's lists every name: Options.unknown_model="list")
+
+
+def test_unknown_model_message_in_parity_lists_every_name():
+    from recipe.options import PARITY_OPTIONS
+    from recipe.pipeline import prepare
+
+    with pytest.raises(RequestError) as info:
+        prepare({"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}, "chat", options=PARITY_OPTIONS)
+    assert info.value.message == ("The supported API model names are DeepSeek-V4-Flash, DeepSeek-V4-Pro, DeepSeek-V4.1-Flash, "
+                                  "deepseek-v4-flash, deepseek-v4-pro, deepseek-v4.1-flash, but you passed gpt-4o.")
+
+
+def test_models_command_lists_what_requests_may_name(capsys):
+    from recipe.options import DEFAULT_OPTIONS
+
+    code, out, _ = run(["models", "--json"], capsys)
+    rows = json.loads(out)["models"]
+    assert code == 0 and [r["name"] for r in rows] == sorted({*DEFAULT_OPTIONS.models, *DEFAULT_OPTIONS.aliases})
+    assert {"name": "deepseek-r1", "family": "deepseek_r1", "alias_of": None, "thinking": None} in rows
+    assert {"name": "deepseek-chat", "family": "deepseek_v4", "alias_of": "deepseek-v4-flash", "thinking": False} in rows
+    code, out, _ = run(["models"], capsys)
+    assert code == 0 and "deepseek-reasoner" in out and "(alias of deepseek-v4-flash, thinking)" in out
+
+
+def test_options_repr_is_short():
+    """help(recipe.prepare) shows its default options as ``Options()``, not the whole model table."""
+    import pydoc
+
+    import recipe
+    from recipe.options import PARITY_OPTIONS, Options
+
+    assert repr(Options()) == "Options()"
+    assert repr(Options(developer_role="reject")) == "Options(developer_role='reject')"
+    assert repr(PARITY_OPTIONS).startswith("Options(models=<6 names>, developer_role='reject'")
+    sig = pydoc.render_doc(recipe.prepare, renderer=pydoc.plaintext).split("\n")[2]
+    assert "options: 'Options' = Options()," in sig and len(sig) < 400
+
+
+@pytest.mark.parametrize("argv", [["render"], ["complete"], ["grammar"], ["cache", "keys"], ["cache", "diff"],
+                                  ["cache", "simulate"], ["models"], ["tokenize"]])
+def test_every_option_has_help(argv, capsys):
+    """In ``--help``, every argument line (two-space indent) has a description: on its line after a gap,
+    or on the next, deeper-indented line."""
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.endswith("arguments:") or line == "options:")
+    missing = []
+    for k, line in enumerate(lines[start:], start):
+        if not line.startswith("  ") or line.startswith("   ") or line.strip().startswith("-h, --help"):
+            continue
+        described = "  " in line.strip() or (k + 1 < len(lines) and lines[k + 1].startswith("    "))
+        if not described:
+            missing.append(line.strip())
+    assert missing == [], (argv, missing)
+
+
+def test_api_auto_reads_a_vllm_style_chat_body_with_top_k_as_chat():
+    from recipe.pipeline import detect_api
+
+    chat = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}], "top_k": 20}
+    assert detect_api(chat) == "chat"
+    assert detect_api({**chat, "max_tokens": 9, "min_p": 0.05}) == "chat"
+    assert detect_api({**chat, "max_tokens": 9, "messages": [{"role": "system", "content": "s"}, *chat["messages"]]}) == "chat"
+    assert detect_api({**chat, "max_tokens": 9}) == "messages"  # valid in both: Anthropic's own field decides
 
 
 @pytest.mark.parametrize(

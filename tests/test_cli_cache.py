@@ -84,11 +84,17 @@ def test_diff_reports_where_the_prefix_breaks(tmp_path, capsys):
     b = write(tmp_path, "b.json", {"token_ids": b_ids, "boundaries": [[0, 0, 100], [1, 100, 200], [2, 200, 260]]})
     code, out, _ = run(["cache", "diff", a, b, "--json"], capsys)
     assert code == 0
+    from recipe.tokenizer import load_tokenizer
+
+    tok = load_tokenizer()  # (an ids file without a model: the default vocabulary shows the text)
+    texts = {"text_before": tok.decode(IDS[138:150]), "text_a": tok.decode(IDS[150:162]), "text_b": tok.decode(b_ids[150:162])}
     assert json.loads(out) == {"shared_tokens": 150, "len_a": 200, "len_b": 260, "extends": False,
                                "shared_blocks": 2, "block_size": 64, "token_a": IDS[150], "token_b": 5,
-                               "message_index": 1}
+                               "message_index": 1, **texts}
     code, out, _ = run(["cache", "diff", a, b], capsys)
     assert "breaks at token 150 in message 1" in out
+    assert f"  A then: {texts['text_a']!r}…" in out and f"  B then: {texts['text_b']!r}…" in out
+    assert f"  before: …{texts['text_before']!r}" in out
     code, out, _ = run(["cache", "diff", a, write(tmp_path, "c.json", {"token_ids": IDS})], capsys)
     assert "B extends A: all 200 tokens shared (3 blocks of 64)" in out
 

@@ -322,8 +322,8 @@ def test_cli_complete_check(tmp_path, capsys):
 
 def test_a_grammar_that_does_not_compile_is_a_named_error(tmp_path, capsys):
     """An invalid response_format regex (accepted by prepare, as deepseek-recipe accepts it) makes no
-    grammar: check_output raises GrammarCompileError (a ValueError) and ``complete --check`` exits 1
-    with the reason, not an internal error (found by a new-user hostile test)."""
+    grammar: check_output raises GrammarCompileError (a ValueError) and ``complete --check`` exits 3
+    (could not check: not 1, which means outside the grammar) with the reason, not an internal error."""
     pytest.importorskip("llguidance")
     body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}],
             "response_format": {"type": "regex", "regex": "(["}}
@@ -332,9 +332,31 @@ def test_a_grammar_that_does_not_compile_is_a_named_error(tmp_path, capsys):
         recipe.check_output(prep, [1])
     text = tmp_path / "abc.txt"
     text.write_text("abc<｜end▁of▁sentence｜>")
-    assert main(["complete", "--request", _write(tmp_path, body), "--text", str(text), "--check"]) == 1
+    assert main(["complete", "--request", _write(tmp_path, body), "--text", str(text), "--check"]) == 3
     err = capsys.readouterr().err
-    assert "--check: grammar does not compile" in err and "internal error" not in err
+    assert "--check: grammar does not compile" in err and "(not checked)" in err and "internal error" not in err
+
+
+def test_check_without_llguidance_exits_3_not_1(tmp_path, capsys, monkeypatch):
+    """llguidance missing is not "outside the grammar": a distinct exit status (3), the hint on stderr."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_llguidance(name, *args, **kwargs):
+        if name == "llguidance" or name.startswith("llguidance."):
+            raise ImportError("No module named 'llguidance'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_llguidance)
+    for mod in [m for m in sys.modules if m == "llguidance" or m.startswith("llguidance.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    body = {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": "x"}]}
+    text = tmp_path / "abc.txt"
+    text.write_text("abc<｜end▁of▁sentence｜>")
+    assert main(["complete", "--request", _write(tmp_path, body), "--text", str(text), "--check"]) == 3
+    err = capsys.readouterr().err
+    assert "needs llguidance: pip install 'dsrecipe[constrain]'" in err and "(not checked)" in err
 
 
 def test_cli_grammar_runs_as_a_command():

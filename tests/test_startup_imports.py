@@ -153,4 +153,4 @@ def test_the_parser_adds_the_named_command_or_all_of_them(capsys):
     assert commands(build_parser(["--tokenizer", "t.json", "cache", "keys", "f.json"])) == ["cache"]
     assert commands(build_parser([])) == commands(build_parser()) == list(COMMANDS)  # help lists every command
     assert main(["rendr"]) == 2
-    assert "invalid choice: 'rendr' (choose from 'render', 'tokenize', 'complete', 'grammar', 'cache', 'serve')" in capsys.readouterr().err
+    assert "invalid choice: 'rendr' (choose from 'render', 'tokenize', 'complete', 'grammar', 'cache', 'serve', 'models')" in capsys.readouterr().err

@@ -196,12 +196,31 @@ _DEFAULT_SAMPLING: dict[tuple[str, bool, bool], Sampling] = {
 
 
 def check_model(model: str, options: Options) -> str:
-    """Encoding name for ``model``; unknown names are a 400 listing the supported names in byte order."""
+    """Encoding name for ``model``; an unknown name is a 400 on ``model``: with
+    ``options.unknown_model`` ``closest`` one short line naming up to three closest names (compared
+    without case) and where the whole list is, with ``list`` deepseek-recipe's message listing every
+    supported name in byte order."""
     encoding = options.models.get(model)
     if encoding is None:
-        names = ", ".join(sorted(options.models))
-        raise RequestError(f"The supported API model names are {names}, but you passed {model}.", param="model")
+        if options.unknown_model == "list":
+            names = ", ".join(sorted(options.models))
+            raise RequestError(f"The supported API model names are {names}, but you passed {model}.", param="model")
+        raise RequestError(unknown_model_message(model, [*options.models, *options.aliases]), param="model")
     return encoding
+
+
+def unknown_model_message(model: str, names: Sequence[str]) -> str:
+    """``The model 'X' is not supported; closest: a, b, c. N model names are supported: …`` (the
+    shown name cut at 100 characters)."""
+    import difflib
+
+    by_lower: dict[str, str] = {}
+    for n in sorted(names):
+        by_lower.setdefault(n.lower(), n)
+    close = difflib.get_close_matches(model.lower()[:200], list(by_lower), n=3, cutoff=0.4)
+    shown = model if len(model) <= 100 else model[:100] + "…"
+    head = f"The model {shown!r} is not supported" + (f"; closest: {', '.join(by_lower[c] for c in close)}" if close else "")
+    return f"{head}. {len(by_lower)} model names are supported: GET /v1/models (recipe serve) or `recipe models` lists them."
 
 
 def family_rules(model: str, options: Options) -> RequestRules:

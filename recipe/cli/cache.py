@@ -144,7 +144,7 @@ def _cmd_diff(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
 
     if ns.block_size < 1:
         raise _Usage("--block-size must be >= 1")
-    _, a, _, _ = _load(ns.a, load, _tokenizer_path(ns))
+    model, a, _, _ = _load(ns.a, load, _tokenizer_path(ns))
     _, b, boundaries, _ = _load(ns.b, load, _tokenizer_path(ns))
     try:
         d = first_divergence(a, b, boundaries)
@@ -155,6 +155,8 @@ def _cmd_diff(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
         "shared_blocks": d.shared_blocks(ns.block_size), "block_size": ns.block_size,
         "token_a": d.token_a, "token_b": d.token_b, "message_index": d.message_index,
     }
+    if not d.extends:
+        report.update(_texts_at_break(a, b, d.shared, model, _tokenizer_path(ns)))
     if ns.json:
         print(json.dumps(report))
     elif d.extends:
@@ -163,7 +165,29 @@ def _cmd_diff(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
         where = "" if d.message_index is None else f" in message {d.message_index}"
         print(f"shared prefix: {d.shared} tokens ({report['shared_blocks']} blocks of {ns.block_size}); "
               f"breaks at token {d.shared}{where}: A has {d.token_a}, B has {d.token_b}")
+        if "text_a" in report:
+            print(f"  before: …{report['text_before']!r}")
+            print(f"  A then: {report['text_a']!r}…")
+            print(f"  B then: {report['text_b']!r}…")
     return 0
+
+
+#: tokens of text shown on each side of the break by ``cache diff``
+_DIFF_WINDOW = 12
+
+
+def _texts_at_break(a: list[int], b: list[int], at: int, model: str, tokenizer: str | None) -> dict[str, str]:
+    """The text of the shared tokens just before the break and of each side's tokens from it (a
+    window of :data:`_DIFF_WINDOW` ids, decoded with the model family's vocabulary or ``--tokenizer``;
+    special tokens spelled out); empty when the ids are not all in that vocabulary."""
+    from recipe.cli.common import Failure, tokenizer_from
+
+    try:
+        tok = tokenizer_from(tokenizer, model or None)
+        return {"text_before": tok.decode(a[max(0, at - _DIFF_WINDOW):at]),
+                "text_a": tok.decode(a[at:at + _DIFF_WINDOW]), "text_b": tok.decode(b[at:at + _DIFF_WINDOW])}
+    except (Failure, KeyError, ValueError):
+        return {}
 
 
 def _trace(path: str, load: LoadPromptIds | None, tokenizer: str | None = None) -> Iterator[TraceRequest]:
@@ -217,7 +241,8 @@ def _cmd_simulate(ns: argparse.Namespace, load: LoadPromptIds | None) -> int:
 def _key_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheme", choices=_Schemes(), default="native", metavar="SCHEME",
                    help="cache-key scheme: %(choices)s (default %(default)s; docs/cache-keys.md)")
-    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N")
+    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                   help="tokens per cache block (default %(default)s; the engine's block size)")
     p.add_argument("--hash-seed", metavar="S", help="vllm: the engine's PYTHONHASHSEED")
     p.add_argument("--salt", metavar="S", help="tenant salt (native root / vLLM cache_salt)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -227,7 +252,8 @@ def _key_options(p: argparse.ArgumentParser) -> None:
 def _tokenizer_option(p: argparse.ArgumentParser) -> None:
     # SUPPRESS: a value given before the subcommand (the main parser's option) is kept
     p.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS,
-                   help="tokenizer.json for request files and the native fingerprint")
+                   help="tokenizer.json for request files and the native fingerprint (default: the model "
+                        "family's embedded vocabulary); also accepted before the command")
 
 
 def _finite(text: str) -> float:
@@ -265,23 +291,28 @@ def register(subparsers: argparse._SubParsersAction, load_prompt_ids: LoadPrompt
     sub = cache.add_subparsers(dest="cache_command", metavar="CACHE_COMMAND")
 
     k = sub.add_parser("keys", help="block keys of a prompt")
-    k.add_argument("file", metavar="FILE")
+    k.add_argument("file", metavar="FILE", help="a request JSON, or a JSON object with token_ids")
     _key_options(k)
     k.set_defaults(run=_runner(_cmd_keys, load_prompt_ids))
 
     d = sub.add_parser("diff", help="shared prefix of two prompts and where it breaks")
-    d.add_argument("a", metavar="A")
-    d.add_argument("b", metavar="B")
-    d.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("a", metavar="A", help="the earlier request (JSON file, or an object with token_ids)")
+    d.add_argument("b", metavar="B", help="the next request of the conversation")
+    d.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
+                   help="tokens per cache block (default %(default)s)")
+    d.add_argument("--json", action="store_true", help="print one JSON object")
     _tokenizer_option(d)
     d.set_defaults(run=_runner(_cmd_diff, load_prompt_ids))
 
     s = sub.add_parser("simulate", help="replay a JSONL trace through an in-memory prefix index")
-    s.add_argument("trace", metavar="TRACE.jsonl")
+    s.add_argument("trace", metavar="TRACE.jsonl",
+                   help="one request per line: {\"file\": REQUEST.json} or {\"token_ids\": [...]}, with optional "
+                        "model, salt, time (docs/cache-keys.md)")
     _key_options(s)
     s.add_argument("--hit-price", type=_finite, default=0.14, metavar="USD", help="per million cached tokens")
     s.add_argument("--miss-price", type=_finite, default=0.55, metavar="USD", help="per million uncached tokens")
-    s.add_argument("--max-entries", type=int, default=1_000_000, metavar="N")
-    s.add_argument("--ttl", type=_finite, default=3 * 86400, metavar="SECONDS")
+    s.add_argument("--max-entries", type=int, default=1_000_000, metavar="N",
+                   help="blocks the simulated cache holds (default %(default)s; least recently used go first)")
+    s.add_argument("--ttl", type=_finite, default=3 * 86400, metavar="SECONDS",
+                   help="how long a block stays cached (default %(default)s: three days)")
     s.set_defaults(run=_runner(_cmd_simulate, load_prompt_ids))

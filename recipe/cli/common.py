@@ -18,11 +18,16 @@ from recipe.errors import RequestError
 from recipe.jsonfmt import dumps_wire, loads_request, utf8_error
 from recipe.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 
-__all__ = ["EXAMPLES", "Usage", "Failure", "Rejected", "read_input", "read_text", "tokenizer_from", "family_tokenizer", "dump",
+__all__ = ["API_HELP", "TOKENIZER_HELP", "EXAMPLES", "Usage", "Failure", "Rejected", "read_input", "read_text", "tokenizer_from", "family_tokenizer", "dump",
            "print_rejection", "prepare_request", "load_prompt_ids", "ambiguous_chat"]
 
 #: Names of the shipped example requests (``recipe/examples/NAME.json``).
 EXAMPLES = ("weather", "hello")
+#: ``--api`` and ``--tokenizer`` help, the same for every command that takes them
+API_HELP = ("which API the body is: auto (default: detected from its fields; README, --api auto), "
+            "chat, responses or messages")
+TOKENIZER_HELP = ("tokenizer.json to use (default: the model family's embedded vocabulary: DeepSeek-V4's, or "
+                  "DeepSeek-V3's for V3 … V3.2); also accepted before the command")
 #: Where they are (package data, read as files like the embedded V3 vocabulary in ``recipe/data``).
 EXAMPLES_DIR = Path(__file__).parent.parent / "examples"
 

@@ -11,7 +11,8 @@ server would send (one token id per push). ``--check`` also checks the output ag
 output grammar (``recipe.check_output``; needs the ``constrain`` extra): the response is printed
 either way, a failed check adds a one-line reason on stderr and exit status 1. Exit status: 0 ok; 1
 a rejected request (the API's error JSON on stdout, a one-line reason on stderr), unreadable input
-or a failed check; 2 usage errors.
+or output outside the grammar; 2 usage errors; 3 ``--check`` could not check (llguidance is not
+installed, the model family has no output grammar, or the request's grammar does not compile).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from recipe.cli.common import Failure, Rejected, Usage, prepare_request, print_rejection, read_input, read_text, tokenizer_from
+from recipe.cli.common import API_HELP, TOKENIZER_HELP, Failure, Rejected, Usage, prepare_request, print_rejection, read_input, read_text, tokenizer_from
 
 __all__ = ["register"]
 
@@ -114,15 +115,21 @@ def _cmd_complete(ns: argparse.Namespace) -> int:
     return _check(prep, ids, tok) if ns.check else 0
 
 
+#: ``complete --check``'s exit status when the check cannot run (distinct from 1: outside the grammar)
+CHECK_UNAVAILABLE = 3
+
+
 def _check(prep: Any, ids: list[int], tok: Any) -> int:
-    """``--check``: 0 when the output is inside the grammar, else 1 with the reason on stderr."""
+    """``--check``: 0 when the output is inside the grammar, 1 (reason on stderr) when it is not,
+    :data:`CHECK_UNAVAILABLE` when it cannot be checked."""
     from recipe.schema.constrain import check_output
 
     try:
         res = check_output(prep, ids, tokenizer=tok)
     except (ImportError, ValueError) as exc:  # no llguidance; a family without a grammar; a request value
         # the grammar cannot express (GrammarCompileError: an invalid regex or pattern)
-        raise Failure(f"--check: {exc}") from None
+        print(f"recipe: --check: {exc} (not checked)", file=sys.stderr)
+        return CHECK_UNAVAILABLE
     if res.ok:
         print("recipe: output check: ok", file=sys.stderr)
         return 0
@@ -142,12 +149,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     c.add_argument("--prompt-tokens", type=_nonneg, metavar="N", help="prompt tokens for usage (default: the prompt's length)")
     c.add_argument("--cached-tokens", type=_nonneg, default=0, metavar="N", help="prompt tokens served from cache")
     c.add_argument("--stream", action="store_true", help="print the SSE byte stream instead of the response JSON")
-    c.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto")
+    c.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto", help=API_HELP)
     c.add_argument("--seed", type=int, metavar="N", help="reproducible response and tool-call ids")
     c.add_argument("--id", metavar="ID", help="the response id (default: generated)")
     c.add_argument("--created", type=_nonneg, metavar="N", help="Unix seconds for `created` (default: now)")
     c.add_argument("--fingerprint", metavar="FP", help="system_fingerprint to echo")
     c.add_argument("--check", action="store_true", help="also check the output against the request's output grammar")
-    c.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
+    c.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS, help=TOKENIZER_HELP)
     c.set_defaults(run=_cmd_complete)
     return c

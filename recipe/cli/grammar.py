@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from recipe.cli.common import Failure, Rejected, dump, prepare_request, print_rejection, read_input, tokenizer_from
+from recipe.cli.common import API_HELP, EXAMPLES, TOKENIZER_HELP, Failure, Rejected, dump, prepare_request, print_rejection, read_input, tokenizer_from
 
 __all__ = ["register"]
 
@@ -56,11 +56,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``grammar`` command to the ``recipe`` command's subparsers; returns its parser."""
     g = subparsers.add_parser("grammar", help="the output grammar of a request's next turn (Lark, structural tag)")
     g.add_argument("file", nargs="?", metavar="FILE", help="the request JSON (- for standard input)")
-    g.add_argument("--example", metavar="NAME", help="a shipped example request instead of FILE")
+    g.add_argument("--example", choices=EXAMPLES, help="a shipped example request instead of FILE: %(choices)s")
     g.add_argument("--format", choices=FORMATS, default="lark", help="what to print (default: lark)")
     g.add_argument("--args", choices=("auto", "schema", "syntax"), default="auto",
                    help="tool arguments per JSON Schema, any well-formed ones, or schema for strict tools (auto)")
-    g.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto")
-    g.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
+    g.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto", help=API_HELP)
+    g.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS, help=TOKENIZER_HELP)
     g.set_defaults(run=_cmd_grammar)
     return g

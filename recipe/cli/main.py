@@ -1,7 +1,7 @@
 """The ``recipe`` command's entry point: the argument parser and the exit-status contract.
 
 Exit status: 0 ok; 1 a rejected request or unreadable input (the API's error JSON on stdout with
-``--json``, a one-line reason on stderr); 2 usage errors. Never a traceback (``RECIPE_DEBUG=1``
+``--json``, a one-line reason on stderr); 2 usage errors; 3 ``complete --check`` could not check. Never a traceback (``RECIPE_DEBUG=1``
 shows one for an internal error).
 """
 
@@ -28,16 +28,22 @@ COMMANDS = {
     "grammar": "recipe.cli.grammar",
     "cache": "recipe.cli.cache",
     "serve": "recipe.cli.serve",
+    "models": "recipe.cli.models",
 }
 
 
 def _version() -> str:
+    """The installed distribution's version (``dsrecipe``: PyPI's ``recipe`` is another project; the
+    import name is ``recipe``), else the package's own ``__version__`` (a source tree, or an environment
+    installed under the former distribution name)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("recipe")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
+        return version("dsrecipe")
+    except PackageNotFoundError:
+        from recipe import __version__
+
+        return __version__
 
 
 class _VersionAction(argparse.Action):
@@ -58,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The argparse parser of the ``recipe`` command (subcommands render, tokenize, complete, grammar,
-    cache, serve). With ``argv``, only the commands it names are added (their modules imported),
+    cache, serve, models). With ``argv``, only the commands it names are added (their modules imported),
     or all of them when it names none (help, usage errors list every command)."""
     p = _Parser(prog="recipe", description="DeepSeek prompts from OpenAI / Anthropic API requests.")
     p.add_argument("--tokenizer", metavar="PATH", help="tokenizer.json to use (default: the model family's embedded vocabulary: DeepSeek-V4's, or DeepSeek-V3's for V3 … V3.2)")

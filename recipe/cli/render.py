@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from recipe.cli.common import EXAMPLES, Rejected, Usage, dump, prepare_request, print_rejection, read_input, tokenizer_from
+from recipe.cli.common import API_HELP, TOKENIZER_HELP, EXAMPLES, Rejected, Usage, dump, prepare_request, print_rejection, read_input, tokenizer_from
 
 __all__ = ["register"]
 
@@ -50,10 +50,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``render`` command to the ``recipe`` command's subparsers; returns its parser."""
     r = subparsers.add_parser("render", help="a request's prompt and token ids")
     r.add_argument("file", nargs="?", metavar="FILE|-", help="request JSON file, or - for standard input")
-    r.add_argument("--example", choices=EXAMPLES, help="render a shipped example request instead of FILE")
-    r.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto")
+    r.add_argument("--example", choices=EXAMPLES, help="render a shipped example request instead of FILE: %(choices)s")
+    r.add_argument("--api", choices=("auto", "chat", "responses", "messages"), default="auto", help=API_HELP)
     r.add_argument("--model", help="override the request's model name")
     r.add_argument("--json", action="store_true", help="print one JSON object")
-    r.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
+    r.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS, help=TOKENIZER_HELP)
     r.set_defaults(run=_cmd_render)
     return r

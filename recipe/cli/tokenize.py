@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from recipe.cli.common import Usage, dump, read_text, tokenizer_from
+from recipe.cli.common import TOKENIZER_HELP, Usage, dump, read_text, tokenizer_from
 
 __all__ = ["register", "piece_view"]
 
@@ -49,10 +49,10 @@ def _cmd_tokenize(ns: argparse.Namespace) -> int:
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``tokenize`` command to the ``recipe`` command's subparsers; returns its parser."""
     t = subparsers.add_parser("tokenize", help="ids and pieces of plain text (special spellings stay text)")
-    t.add_argument("text", nargs="?", metavar="TEXT|-")
+    t.add_argument("text", nargs="?", metavar="TEXT|-", help="the text (UTF-8), or - to read standard input")
     t.add_argument("--json", action="store_true",
                    help="one JSON object: token_ids, pieces (text; U+FFFD for part of a character), bytes (hex), num_tokens")
-    t.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS)
+    t.add_argument("--tokenizer", metavar="PATH", default=argparse.SUPPRESS, help=TOKENIZER_HELP)
     t.add_argument("--model", metavar="NAME", help="use the vocabulary of this model's family (default: DeepSeek-V4's)")
     t.set_defaults(run=_cmd_tokenize)
     return t
