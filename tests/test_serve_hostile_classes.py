@@ -1,5 +1,6 @@
 """What a hostile pass over ``recipe serve`` found holding, kept holding: special-token spellings in
-any text field of any API never reach the engine as special ids, malformed bodies are the API's own
+any text field of any API never reach the engine as special ids (but for the grounding tokens a model
+wrote, given back in an assistant turn's content, as deepseek-recipe encodes them: test_grounding_tokens.py), malformed bodies are the API's own
 4xx (never a 500) while the server stays responsive. Real uvicorn on 127.0.0.1 and the
 vLLM-protocol fake engine (it records the prompt ids it was sent); bounded in count and time."""
 
@@ -13,11 +14,13 @@ from fake_engines import APPS, Script, Seen
 from serve_support import EOS, MODEL, running
 
 import recipe.serve
+from recipe.encodings.deepseek_v4.constants import GROUNDING_TOKENS
 from recipe.tokenizer import load_tokenizer
 
 TOK = load_tokenizer()
 ALL_SPECIALS = "".join(sorted(TOK.special_tokens))  # every added token's spelling
 IDS = TOK.encode_with_special_tokens("Fine." + EOS)
+GROUNDING_IDS = frozenset(TOK.special_tokens[g] for g in GROUNDING_TOKENS)
 
 
 def _bodies(t: str) -> dict[str, dict]:
@@ -66,7 +69,11 @@ def test_special_token_spellings_in_every_text_field_reach_the_engine_as_text(se
         sent.append(seen.bodies[-1]["prompt"])
     hostile, plain = sent
     assert len(hostile) > len(plain) + len(TOK.special_tokens)  # the spellings are in, as text
-    assert _specials(hostile) == _specials(plain)  # and only the template's special ids
+    # only the template's special ids, and the eight grounding tokens in each of the Chat body's
+    # assistant content and reasoning (thinking with tools renders the reasoning)
+    grounding = sorted(i for i in hostile if i in GROUNDING_IDS)
+    assert grounding == (sorted([*GROUNDING_IDS] * 2) if path == "/v1/chat/completions" else [])
+    assert [i for i in _specials(hostile) if i not in GROUNDING_IDS] == _specials(plain)
 
 
 MALFORMED = [
