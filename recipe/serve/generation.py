@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 import time
-import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -117,11 +116,14 @@ async def json_response(send: Send, status: int, body: Any, headers: list[tuple[
 
 
 async def _aclose(it: AsyncIterator[EngineDelta]) -> None:
-    """Close an engine stream (which aborts its request), shielded from cancellation; never raises.
+    """Close an engine stream (which aborts its request upstream) in the calling task; never raises
+    an engine's error. A stream that already ended costs nothing.
 
-    A stream that already ended costs nothing. The close is run inline first: most end without
-    waiting (an async generator's ``finally`` that does not await), and then no task is made; one
-    that waits is finished in a shielded task, as ``await asyncio.shield(it.aclose())`` would.
+    The close runs in the task that iterated the stream, never partly in another: an HTTP engine's
+    stream holds httpx / anyio cancel scopes, which must be exited in the task that entered them
+    (else the close fails, the connection is left half-closed and the engine keeps generating). A
+    cancellation of the calling task during the close is passed on once the close has run; httpcore
+    closes the connection under its own shield.
     """
     if getattr(it, "ag_frame", True) is None:  # an async generator that has ended or was closed
         return
@@ -129,36 +131,9 @@ async def _aclose(it: AsyncIterator[EngineDelta]) -> None:
     if close is None:
         return
     try:
-        step = close().__await__()
-        fut = step.send(None)
-    except (Exception, asyncio.CancelledError):  # StopIteration: closed; an engine's cleanup must not mask the outcome
-        return
-    try:
-        await asyncio.shield(_resume(step, fut))
-    except (Exception, asyncio.CancelledError):
+        await close()
+    except Exception:  # an engine's cleanup must not mask the outcome
         pass
-
-
-async def _resume(step: Any, fut: Any) -> None:
-    """Finish driving ``step`` (a started ``__await__`` iterator, now waiting on ``fut``)."""
-    await _drive(step, fut)
-
-
-@types.coroutine
-def _drive(step: Any, fut: Any) -> Any:
-    while True:  # what ``await`` does for a task: pass the awaited future up, resume on its outcome
-        try:
-            yield fut
-        except BaseException as exc:  # noqa: BLE001 — thrown in by the task (cancellation): pass it down
-            try:
-                fut = step.throw(exc)
-            except StopIteration:
-                return
-            continue
-        try:
-            fut = step.send(None)
-        except StopIteration:
-            return
 
 
 class _Usage:
@@ -430,7 +405,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             it, d, engine_seconds = await _open(job)
             guard.touch()
         except EngineError as exc:
-            return await _pre_stream_error(job, send, from_engine_error(exc))
+            return await _pre_stream_error(job, send, from_engine_error(exc, job.api))
         cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
         usage.cached = opened_cached = min(max(cached, 0), usage.prompt)
         cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id,
@@ -505,7 +480,7 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
         guard.disarm()
         await _aclose(it)
         _log_engine_error(job, _engine_error(exc))
-        await _fail(job, send, writer, from_engine_error(_engine_error(exc)), rstate, cs)
+        await _fail(job, send, writer, from_engine_error(_engine_error(exc), job.api), rstate, cs)
     finally:
         await _aclose(it)
         if first_byte and engine_seconds is not None:  # the engine answered, the stream failed before a frame
@@ -597,6 +572,6 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
         await _aclose(it)
         if it is not None:  # (_open logged a failure before the first delta)
             _log_engine_error(job, _engine_error(exc))
-        await _pre_stream_error(job, send, from_engine_error(_engine_error(exc)))
+        await _pre_stream_error(job, send, from_engine_error(_engine_error(exc), job.api))
     finally:
         await _aclose(it)
