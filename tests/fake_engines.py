@@ -369,13 +369,16 @@ class Script:
         cached: cached tokens it reports.
         finish: the finish reason it ends with (``stop`` / ``length`` / ``abort``).
         fault: None, ``status500``, ``close_mid_stream``, ``stall``, ``malformed``, ``ids_after_finish``,
-            ``error_frame``, ``status429``.
+            ``error_frame``, ``status429``, ``refusal_frame`` (vLLM: a 400 error object inside the 200
+            stream before any output, as it reports an invalid grammar).
         after: frames sent before a mid-stream fault.
         delay: seconds between frames.
         incremental: SGLang: delta ``output_ids`` instead of cumulative.
         sample: with a grammar llguidance takes, sample the output under its mask instead of
             playing ``ids`` (seeded by ``seed``, at most ``budget`` ids).
         choices: for a request with ``n`` > 1, choice k's ids (default: ``ids`` for each).
+        max_model_len: vLLM: the context window ``GET /v1/models`` reports (None: none reported) and
+            that a request's prompt plus ``max_tokens`` must fit (else vLLM's 400).
     """
 
     ids: list[int]
@@ -390,6 +393,7 @@ class Script:
     seed: int = 0
     budget: int = 300
     choices: list[list[int]] | None = None
+    max_model_len: int | None = None
 
 
 @dataclass
@@ -530,6 +534,19 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
             return JSONResponse({"error": {"message": "queue full", "type": "TooManyRequests", "code": 429}}, status_code=429)
         if not req.stream:
             return _invalid(ValueError("this fake only streams"))
+        window = script.max_model_len
+        if window is not None and len(req.prompt) + req.max_tokens > window:  # vllm/renderers/params.py
+            return _invalid(ValueError(
+                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"{req.max_tokens} output tokens and your prompt contains {len(req.prompt)} input tokens, for a "
+                f"total of {len(req.prompt) + req.max_tokens} tokens. Please reduce the length of the input prompt "
+                f"or the number of requested output tokens."))
+        if script.fault == "refusal_frame":  # vLLM's create_streaming_error_response after the 200
+            async def refused() -> Any:
+                yield _frame({"error": {"message": "Invalid grammar specification.", "type": "BadRequestError",
+                                        "param": None, "code": 400}})
+                yield b"data: [DONE]\n\n"
+            return StreamingResponse(refused(), media_type="text/event-stream")
         out, broken = constrained_output(script, seen, raw.get("structured_outputs"))
         if broken is not None:
             return StreamingResponse(_broken(broken), media_type="text/event-stream")
@@ -549,15 +566,24 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
                                       "stop_reason": None, "logprobs": None}
             if start == 0:
                 choice["prompt_token_ids"] = req.prompt
-            if req.logprobs is not None:
+            if req.logprobs is not None:  # as vLLM: the top N alternatives and the sampled token (N + 1 at most)
+                def top(i: int) -> dict[str, float]:
+                    alts = {f"token_id:{7 + k}": -0.1 - k / 100 for k in range(req.logprobs)}
+                    return {f"token_id:{i}": -0.5, **alts}  # (vLLM: the sampled token first)
                 choice["logprobs"] = {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids),
-                                      "top_logprobs": [{f"token_id:{i}": -0.5, "token_id:7": -2.0} for i in ids],
-                                      "text_offset": [0] * len(ids)}
+                                      "top_logprobs": [top(i) for i in ids], "text_offset": [0] * len(ids)}
             return [_frame({**base, "choices": [choice], "usage": None})]
 
         return StreamingResponse(_frames(script, seen, make, out), media_type="text/event-stream")
 
-    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"])])
+    async def models(request: Request) -> Response:  # vLLM's OpenAI-compatible model list
+        card: dict[str, Any] = {"id": "fake-model", "object": "model", "created": 1, "owned_by": "vllm", "root": "/m"}
+        if script.max_model_len is not None:
+            card["max_model_len"] = script.max_model_len
+        return JSONResponse({"object": "list", "data": [card]})
+
+    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]),
+                             Route("/v1/models", models, methods=["GET"])])
 
 
 def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar", refusal: str = "error_frame") -> Starlette:

@@ -110,6 +110,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--render-only", action="store_true",
                    help="a tokenizer service for fleet routers: only vLLM's render / derender routes (and the "
                         "informational ones), no engine")
+    p.add_argument("--max-model-len", type=_positive, metavar="N",
+                   help="the engines' context window in tokens (default: the smallest max_model_len the engines "
+                        "report at GET /v1/models); requests without max_tokens get the room it leaves")
     p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
     p.add_argument("--head-timeout", type=_seconds, default=10.0, metavar="S",
                    help="seconds a connection has to send a complete request head (after connecting or after the "
@@ -217,7 +220,7 @@ def build(ns: argparse.Namespace) -> Any:
         config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
                              constrain=ns.constrain, probe_seconds=ns.probe_seconds,
                              render_only=ns.render_only, routing=ns.routing,
-                             metrics_interval=ns.metrics_interval)
+                             metrics_interval=ns.metrics_interval, max_model_len=ns.max_model_len)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
     try:

@@ -81,6 +81,12 @@ class ServeConfig:
         render_only: serve no generation routes, only the render and derender routes
             (:mod:`recipe.serve.render`) and the informational ones: a tokenizer service for fleet
             routers (``recipe serve --render-only``). No engine is contacted.
+        max_model_len: the engines' context window in tokens (prompt plus completion), overriding
+            what the engines report. None: the smallest ``max_model_len`` the replicas report
+            (``GET /v1/models``, read at startup and when a replica answers again after a refused
+            or broken connection), else ``Options.context_limit``. A request without ``max_tokens``
+            gets the room the window leaves; a prompt (plus ``max_tokens``) over it is the API's own
+            400 ``context_length_exceeded`` naming the field.
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -97,12 +103,15 @@ class ServeConfig:
     gc_freeze: bool = True
     probe_seconds: float | None = 2.0
     render_only: bool = False
+    max_model_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.constrain not in ("off", "format", "full"):
             raise ValueError(f"constrain must be off, format or full, not {self.constrain!r}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1 or None")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError("max_model_len must be >= 2 or None")
         if not self.coalesce_ms >= 0:
             raise ValueError("coalesce_ms must be >= 0")
         if self.probe_seconds is not None and not self.probe_seconds > 0:

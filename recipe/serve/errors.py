@@ -35,6 +35,7 @@ KINDS: dict[str, _Kind] = {
     "too_large": _Kind(413, 413, "invalid_request_error", "request_too_large", "request_too_large"),
     "overloaded": _Kind(429, 529, "server_error", "overloaded", "overloaded_error"),
     "engine_rejected": _Kind(400, 400, "invalid_request_error", "engine_rejected", "invalid_request_error"),
+    "context_length_exceeded": _Kind(400, 400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"),
     "engine_unavailable": _Kind(502, 502, "server_error", "engine_unavailable", "api_error"),
     "engine_failed": _Kind(502, 502, "server_error", "engine_error", "api_error"),
     "timeout": _Kind(504, 504, "server_error", "timeout", "timeout_error"),
@@ -49,6 +50,7 @@ _ENGINE_KINDS = {
     "overloaded": "overloaded",
     "timeout": "timeout",
     "bad_request": "engine_rejected",
+    "context_length": "context_length_exceeded",
     "failed": "engine_failed",
     "protocol": "engine_failed",
 }
@@ -72,9 +74,18 @@ class ServeError(Exception):
         self.param = param
 
 
-def from_engine_error(exc: EngineError) -> ServeError:
-    """The server error for an engine failure (502 failed / unavailable, 504 timeout, 429/529 overloaded)."""
-    return ServeError(_ENGINE_KINDS.get(exc.kind, "engine_failed"), exc.message)
+#: API -> the request field that holds the prompt (named by a ``context_length_exceeded`` error).
+_PROMPT_FIELDS = {"chat": "messages", "responses": "input", "messages": "messages"}
+
+
+def from_engine_error(exc: EngineError, api: str | None = None) -> ServeError:
+    """The server error for an engine failure: 400 ``engine_rejected`` (the engine refused the
+    request), 400 ``context_length_exceeded`` naming ``api``'s prompt field (``messages`` /
+    ``input``; the engine found prompt plus ``max_tokens`` longer than its window), 502 failed /
+    unavailable, 504 timeout, 429 / 529 overloaded."""
+    kind = _ENGINE_KINDS.get(exc.kind, "engine_failed")
+    param = _PROMPT_FIELDS.get(api or "chat") if kind == "context_length_exceeded" else None
+    return ServeError(kind, exc.message, param)
 
 
 def status_for(api: str, kind: str) -> int:

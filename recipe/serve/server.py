@@ -64,6 +64,11 @@ class ServerState:
     def __init__(self, pool: ReplicaPool, options: Options, config: ServeConfig, store: ConversationStore,
                  tenants: Tenants, metrics: Metrics, tokenizer: Tokenizer | None = None) -> None:
         self.pool, self.options, self.config, self.store = pool, options, config, store
+        self.base_options = options  # ``options`` is this with the engines' window (:meth:`learned`)
+        # the replicas that report their served models and window (HTTP engines: ``refresh``)
+        self.reporting = [r.engine for r in pool.replicas if callable(getattr(r.engine, "refresh", None))]
+        if config.max_model_len is not None:
+            self.options = replace(options, context_limit=config.max_model_len)
         self.tenants, self.metrics = tenants, metrics
         self.in_flight = 0
         self.drain = Drain()  # the shutdown deadline: ``drain.start(seconds)`` when the server stops
@@ -72,6 +77,22 @@ class ServerState:
         # V3 … V3.2), which prepare and the output driver resolve from a per-process cache; a given
         # vocabulary (``--tokenizer``) is used for every request
         self.tokenizer: Tokenizer | None = tokenizer
+
+    def learned(self, engine: Any = None, info: Any = None) -> None:
+        """Size :attr:`options`' context window to the engines' (called when a replica's
+        :class:`~recipe.serve.engines.base.EngineInfo` is read): ``ServeConfig.max_model_len`` when
+        set, else the smallest ``max_model_len`` a replica reported, else the options' own."""
+        if self.config.max_model_len is not None:
+            return
+        lens = [e.info.max_model_len for e in self.reporting if e.info is not None and e.info.max_model_len]
+        window = min(lens) if lens else self.base_options.context_limit
+        if window != self.options.context_limit:
+            self.options = replace(self.base_options, context_limit=window)
+
+    async def learn(self) -> None:
+        """Read the info of every replica whose info is :attr:`~recipe.serve.engines.http.HTTPEngine.stale`
+        (never read, or its connection was refused or broke since), at once; never raises."""
+        await asyncio.gather(*(e.refresh() for e in self.reporting if e.stale))
 
     def scoped(self, tenant: Tenant) -> ConversationStore:
         """The tenant's view of the conversation store (the open server's too: scope ``""``), keyed by
@@ -185,6 +206,8 @@ class GenerationRoute:
             st.in_flight += 1
             counted = True
             raw = await _read_body(receive, st.options.max_body_bytes, _header(scope, b"content-length"))
+            if st.reporting and any(e.stale for e in st.reporting):  # a replica's window not (re)read yet
+                await st.learn()
             store = st.scoped(tenant)
             body: Any = raw
             if len(raw) <= st.config.prepare_inline_bytes and api == "responses":
@@ -413,6 +436,11 @@ def app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]
+        for e in st.reporting:
+            e.watch(st.learned)
+        if not config.render_only:  # each replica's served models and context window
+            with contextlib.suppress(asyncio.TimeoutError):  # a slow engine: its read goes on, the window follows
+                await asyncio.wait_for(st.learn(), 5.0)
         if config.warm:
             _warm(st)
         if config.gc_freeze:

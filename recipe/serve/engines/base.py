@@ -18,14 +18,14 @@ from recipe.conversation import ExtraSampling, OutputConstraint
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
 
-__all__ = ["EngineRequest", "EngineDelta", "new_delta", "EngineError", "Engine", "ErrorKind", "FINISH_REASONS", "ConstrainLevel",
+__all__ = ["EngineRequest", "EngineDelta", "new_delta", "EngineError", "EngineInfo", "Engine", "ErrorKind", "FINISH_REASONS", "ConstrainLevel",
            "CONSTRAIN_LEVELS", "constraint_at"]
 
 #: Finish reasons an engine reports; ``abort`` and ``error`` end the request as a failure.
 FINISH_REASONS = ("stop", "length", "abort", "error")
 
 #: What went wrong with an engine; the server maps each to an HTTP status (recipe.serve.errors).
-ErrorKind = Literal["unavailable", "overloaded", "timeout", "bad_request", "failed", "protocol"]
+ErrorKind = Literal["unavailable", "overloaded", "timeout", "bad_request", "context_length", "failed", "protocol"]
 
 #: How much of the request's output constraint the server hands to engines (``recipe serve
 #: --constrain``): ``off`` nothing; ``format`` the ``response_format`` only (JSON / regex; tool calls
@@ -155,7 +155,9 @@ class EngineError(Exception):
     Attributes:
         kind: ``unavailable`` (refused / unreachable / closed the stream), ``overloaded`` (the
             engine said 429 / 503), ``timeout`` (connect, first token, idle gap or total),
-            ``bad_request`` (the engine refused the request, e.g. its own context limit),
+            ``bad_request`` (the engine refused the request: an invalid grammar, a salt it does not
+            take …), ``context_length`` (the engine refused the prompt plus ``max_tokens`` as longer
+            than its context window),
             ``failed`` (the engine answered an error), ``protocol`` (malformed or out-of-order output).
         message: what happened, for the API error's message.
         engine_status: the engine's HTTP status when it answered one.
@@ -170,6 +172,22 @@ class EngineError(Exception):
         self.message = message
         self.engine_status = engine_status
         self.connect_failed = connect_failed
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    """What a replica serves, as the engine itself reports it (read at the server's start and again
+    when the replica answers after a refused or broken connection).
+
+    Attributes:
+        models: the engine's served model names, in its order (vLLM ``--served-model-name``, or the
+            model path; SGLang the same): the ``id`` of each entry of its ``GET /v1/models``.
+        max_model_len: the engine's context window in tokens (prompt plus completion; vLLM
+            ``--max-model-len``, SGLang ``--context-length``), or None when the engine does not say.
+    """
+
+    models: tuple[str, ...] = ()
+    max_model_len: int | None = None
 
 
 @runtime_checkable

@@ -20,19 +20,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import orjson
 
 from recipe.serve.config import Timeouts
-from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
+from recipe.serve.engines.base import EngineDelta, EngineError, EngineInfo, EngineRequest
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
 
-__all__ = ["HTTPEngine", "sse_objects", "map_status", "structured_output", "turn_grammar", "GrammarForm", "GRAMMAR_FORMS"]
+__all__ = ["HTTPEngine", "sse_objects", "map_status", "refusal", "error_frame", "parse_models", "structured_output",
+           "turn_grammar", "GrammarForm", "GRAMMAR_FORMS"]
 
 _log = logging.getLogger(__name__)
 
@@ -47,6 +49,38 @@ GRAMMAR_FORMS: tuple[str, ...] = ("structural_tag", "lark")
 #: Tool schemas longer than this (characters) have their grammar built in a worker thread, so a
 #: request with many large tools never stalls the other streams (a cached grammar costs microseconds).
 _INLINE_SCHEMA_CHARS = 8192
+
+
+#: How vLLM and SGLang word a refusal of a prompt plus ``max_tokens`` longer than their window
+#: (vLLM: "This model's maximum context length is …", "max_tokens=… cannot be greater than
+#: max_model_len=…", "The decoder prompt (length …) is longer than the maximum model length of …";
+#: SGLang: "… is longer than the model's context length (… tokens)").
+_CONTEXT_WORDS = re.compile(r"maximum context length|max_model_len|maximum model length|context length|context window",
+                            re.IGNORECASE)
+
+
+def refusal(status: int, message: str) -> EngineError:
+    """The EngineError for an engine's 400 / 422 refusal saying ``message``: ``context_length`` when
+    it refuses the prompt plus ``max_tokens`` as longer than its window, else ``bad_request``."""
+    if _CONTEXT_WORDS.search(message):
+        return EngineError("context_length", f"the engine refused the request as longer than its context window "
+                                             f"({status}): {message}", status)
+    return EngineError("bad_request", f"the engine refused the request ({status}): {message}", status)
+
+
+def error_frame(err: Any) -> EngineError:
+    """The EngineError for an error object an engine sent inside a 200 stream (vLLM ``data:
+    {"error": {"message", "type", "code"}}``): a refusal (``code`` 400 / 422, or a ``type`` naming a
+    bad request) is :func:`refusal`'s, anything else ``failed``."""
+    if isinstance(err, dict):
+        message = str(err.get("message") or err)
+        code = err.get("code")
+        status = code if type(code) is int else None
+        if status in (400, 422) or (status is None and "badrequest" in str(err.get("type", "")).lower()):
+            return refusal(status or 400, message)
+    else:
+        message = str(err)
+    return EngineError("failed", f"engine error: {message}")
 
 
 def map_status(status: int, body: bytes) -> EngineError:
@@ -66,8 +100,27 @@ def map_status(status: int, body: bytes) -> EngineError:
     if status in (429, 503):
         return EngineError("overloaded", f"engine overloaded ({status}): {message}", status)
     if status in (400, 422):
-        return EngineError("bad_request", f"the engine refused the request ({status}): {message}", status)
+        return refusal(status, message)
     return EngineError("failed", f"engine error ({status}): {message}", status)
+
+
+def parse_models(body: bytes) -> EngineInfo:
+    """The :class:`~recipe.serve.engines.base.EngineInfo` of an OpenAI-style ``GET /v1/models``
+    answer (vLLM and SGLang: ``{"data": [{"id", "max_model_len", …}, …]}``): every entry's ``id``,
+    and the smallest ``max_model_len`` given (None when no entry has one).
+
+    Raises:
+        EngineError: ``protocol`` — not that shape.
+    """
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise EngineError("protocol", f"/v1/models is not JSON: {exc}") from None
+    data = obj.get("data") if isinstance(obj, dict) else None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
+        raise EngineError("protocol", f"/v1/models is not a model list: {body[:200]!r}")
+    lens = [m["max_model_len"] for m in data if type(m.get("max_model_len")) is int and m["max_model_len"] > 0]
+    return EngineInfo(tuple(m["id"] for m in data), min(lens) if lens else None)
 
 
 async def sse_objects(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
@@ -146,10 +199,16 @@ class HTTPEngine:
     Attributes:
         grammar_refusals: requests carrying the grammar that this engine refused (the first is logged
             as a warning).
+        info: what the engine last said it serves (:class:`~recipe.serve.engines.base.EngineInfo`:
+            served model names, context window), read by :meth:`refresh`; None until then, or when
+            the engine does not answer ``GET /v1/models``.
 
     Raises:
         ValueError: an unknown ``grammar`` form.
     """
+
+    #: seconds between two tries to read an unreachable engine's info (:attr:`stale`)
+    info_retry_seconds = 1.0
 
     def __init__(self, base_url: str, *, timeouts: Timeouts = Timeouts(), name: str | None = None,
                  model: str | None = None, headers: dict[str, str] | None = None,
@@ -161,7 +220,14 @@ class HTTPEngine:
         self.model = model
         self.grammar_form = grammar
         self.grammar_refusals = 0
+        self.info: EngineInfo | None = None
+        self._unread = True  # the info is to be read (never read, or the connection was refused / broke since)
+        self._next_read = 0.0  # loop time before which an unreachable engine's info is not tried again
+        self._reading: asyncio.Task[EngineInfo | None] | None = None
+        self._watchers: list[Callable[[HTTPEngine, EngineInfo], None]] = []
+        self._unreachable_logged = False
         connect = timeouts.connect
+        self._info_timeout = connect or 10.0
         self._client = httpx.AsyncClient(
             base_url=self.base_url, headers=headers,
             timeout=httpx.Timeout(None, connect=connect, write=connect, pool=connect),
@@ -186,6 +252,8 @@ class HTTPEngine:
                 produced = True
                 yield delta
         except EngineError as err:
+            if err.kind == "unavailable":
+                self._unread = True  # refused or broken: read the info again once it answers
             if grammar is None or produced or err.kind != "bad_request":
                 raise
             self.grammar_refusals += 1
@@ -198,6 +266,62 @@ class HTTPEngine:
                               f"--constrain format or off)", err.engine_status) from None
         finally:
             await it.aclose()
+
+    @property
+    def stale(self) -> bool:
+        """True when :meth:`refresh` has something to do: the info was never read, or a connection
+        was refused or broke since (and the last try, if it failed, is ``info_retry_seconds`` old)."""
+        if not self._unread:
+            return False
+        try:
+            return asyncio.get_running_loop().time() >= self._next_read
+        except RuntimeError:
+            return True
+
+    def watch(self, callback: Callable[[HTTPEngine, EngineInfo], None]) -> None:
+        """Call ``callback(engine, info)`` each time :meth:`refresh` reads the engine's info."""
+        self._watchers.append(callback)
+
+    async def refresh(self) -> EngineInfo | None:
+        """Read the engine's served models and context window (``GET /v1/models``, which vLLM and
+        SGLang both answer with each model's ``max_model_len``) into :attr:`info` and tell the
+        watchers (:meth:`watch`). Concurrent calls share one read. Never raises: an engine that
+        cannot be reached is tried again after ``info_retry_seconds`` (:attr:`stale`); one that
+        answers without a model list keeps :attr:`info` None (logged once).
+
+        Returns:
+            the info read, or None.
+        """
+        if self._reading is None or self._reading.done():
+            self._unread = False
+            self._reading = asyncio.ensure_future(self._read_info())
+        return await asyncio.shield(self._reading)
+
+    async def _read_info(self) -> EngineInfo | None:
+        try:
+            response = await self._client.get("/v1/models", timeout=self._info_timeout)
+        except httpx.HTTPError as exc:
+            self._unread = True
+            self._next_read = asyncio.get_running_loop().time() + self.info_retry_seconds
+            if self._unreachable_logged:
+                return None
+            self._unreachable_logged = True
+            _log.warning("engine %s: cannot read its served models and context window (GET /v1/models: %s: %s); "
+                         "they are read when it answers", self.name, type(exc).__name__, exc)
+            return None
+        try:
+            if response.status_code >= 400:
+                raise map_status(response.status_code, response.content)
+            info = parse_models(response.content)
+        except EngineError as err:
+            _log.warning("engine %s: GET /v1/models did not give its models and context window: %s", self.name,
+                         err.message)
+            return None
+        self.info = info
+        self._unreachable_logged = False
+        for callback in self._watchers:
+            callback(self, info)
+        return info
 
     def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
         """One upstream request for ``req`` carrying ``grammar`` (None: the plain format fields, if any).

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
+from recipe.serve.engines.http import HTTPEngine, error_frame, sse_objects, structured_output
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -100,8 +100,11 @@ def _token_id(key: Any) -> int:
     raise EngineError("protocol", f"vLLM logprob token {key!r} is not 'token_id:N' (return_tokens_as_token_ids)")
 
 
-def _logprobs(lp: Any, n: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
-    """Completions logprobs ``{tokens, token_logprobs, top_logprobs}`` as CompletionStream pairs."""
+def _logprobs(lp: Any, n: int, top_n: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
+    """Completions logprobs ``{tokens, token_logprobs, top_logprobs}`` of ``n`` ids as CompletionStream
+    pairs, with the ``top_n`` most likely alternatives per token: vLLM's ``top_logprobs`` holds the
+    top N *and* the sampled token when that is not among them (N + 1 entries; one for N = 0), where
+    the APIs promise exactly N."""
     if not isinstance(lp, dict):
         return None
     values: Sequence[Any] = lp.get("token_logprobs") or []
@@ -111,6 +114,8 @@ def _logprobs(lp: Any, n: int) -> list[tuple[float, list[tuple[int, float]]]] | 
     out = []
     for value, top in zip(values, tops):
         alts = [(_token_id(k), float(v)) for k, v in (top or {}).items()]
+        if len(alts) > top_n:
+            alts = sorted(alts, key=lambda a: -a[1])[:top_n] if top_n > 0 else []
         out.append((float(value) if value is not None else 0.0, alts))
     return out
 
@@ -188,9 +193,8 @@ class VLLMEngine(HTTPEngine):
             prompt: int | None = None
             async for obj in sse_objects(response):
                 err = obj.get("error")
-                if err:
-                    message = err.get("message") if isinstance(err, dict) else str(err)
-                    raise EngineError("failed", f"engine error: {message}")
+                if err:  # vLLM reports a refusal it finds after the 200 (an invalid grammar …) in the stream
+                    raise error_frame(err)
                 if isinstance(obj.get("usage"), dict) and held is not None:
                     usage = obj["usage"]
                     details = usage.get("prompt_tokens_details") or {}
@@ -204,7 +208,7 @@ class VLLMEngine(HTTPEngine):
                 if prompt is None and isinstance(c.get("prompt_token_ids"), list):
                     prompt = len(c["prompt_token_ids"])
                 ids = _ids(c.get("token_ids"))
-                lps = _logprobs(c.get("logprobs"), len(ids)) if req.logprobs is not None else None
+                lps = _logprobs(c.get("logprobs"), len(ids), req.logprobs) if req.logprobs is not None else None
                 reason = c.get("finish_reason")
                 if reason is not None:
                     finish = _FINISH.get(reason)
