@@ -6,6 +6,9 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+# the real-engine fixtures (``vllm``, ``vllm_guidance``): tests/real_engine.py
+pytest_plugins = ["real_engine"]
+
 settings.register_profile(
     "recipe", deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
@@ -27,3 +30,19 @@ def _strict_openai_responses_models():
     from sdk_strict import strict_responses_encoder
 
     yield from strict_responses_encoder()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_engine: runs against a real vLLM (tests/real_engine.py; RECIPE_VLLM_PYTHON)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """A failed real-engine test's report ends with the running engines' logs."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and item.get_closest_marker("real_engine") is not None:
+        from real_engine import RUNNING
+
+        for name, server in list(RUNNING.items()):
+            report.sections.append((f"{name} log ({server.log_path})", server.log_tail()))
