@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
+from recipe.serve.engines.http import HTTPEngine, refusal, sse_objects, structured_output
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -131,7 +131,7 @@ class SGLangEngine(HTTPEngine):
                         finished = True
                         message = err.get("message") if isinstance(err, dict) else str(err)
                         if not any(seen):  # a ValueError before any output: SGLang refused the request
-                            raise EngineError("bad_request", f"the engine refused the request: {message}")
+                            raise refusal(400, str(message))
                         raise EngineError("failed", f"engine error: {message}")
                     out = obj.get("output_ids")
                     meta = obj.get("meta_info") or {}
@@ -162,7 +162,7 @@ class SGLangEngine(HTTPEngine):
                             message = fin.get("message") if isinstance(fin, dict) else None
                             status = fin.get("status_code") if isinstance(fin, dict) else None
                             if kind == "abort" and status == 400 and not any(seen):
-                                raise EngineError("bad_request", f"the engine refused the request (400): {message}", 400)
+                                raise refusal(400, str(message))
                             raise EngineError("failed", f"SGLang ended the request: {kind}{': ' + message if message else ''}")
                         finish = kind
                     if new or finish is not None:
