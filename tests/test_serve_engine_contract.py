@@ -206,3 +206,21 @@ def test_exactly_n_logprob_alternatives_per_token(n):
                                     reasoning={"effort": "none"})
         lps = [item for item in r.output if item.type == "message"][0].content[0].logprobs
         assert lps and all(len(e.top_logprobs) == n for e in lps)
+
+
+def test_sglangs_model_card_and_context_refusal_read_as_vllms():
+    """SGLang answers ``GET /v1/models`` with the same card (``max_model_len`` = its context length)
+    and refuses an over-long input with an abort whose message names its context length."""
+    from recipe.serve.engines.base import EngineError
+    from recipe.serve.engines.http import parse_models, refusal
+
+    card = b'{"object":"list","data":[{"id":"deepseek-ai/DeepSeek-V4-Flash","object":"model","created":1,' \
+           b'"owned_by":"sglang","root":"deepseek-ai/DeepSeek-V4-Flash","max_model_len":131072}]}'
+    info = parse_models(card)
+    assert info.models == ("deepseek-ai/DeepSeek-V4-Flash",) and info.max_model_len == 131072
+    err = refusal(400, "The input (140000 tokens) is longer than the model's context length (131072 tokens).")
+    assert err.kind == "context_length" and err.engine_status == 400
+    assert refusal(400, "Invalid grammar specification.").kind == "bad_request"
+    with pytest.raises(EngineError) as exc:
+        parse_models(b'{"detail": "Not Found"}')
+    assert exc.value.kind == "protocol"
