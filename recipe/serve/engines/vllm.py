@@ -150,9 +150,8 @@ class VLLMEngine(HTTPEngine):
             prompt: int | None = None
             async for obj in sse_objects(response):
                 err = obj.get("error")
-                if err:
-                    message = err.get("message") if isinstance(err, dict) else str(err)
-                    raise EngineError("failed", f"engine error: {message}")
+                if err:  # vLLM reports a refusal it finds after the 200 (an invalid grammar …) in the stream
+                    raise error_frame(err)
                 if isinstance(obj.get("usage"), dict) and len(held) == n:
                     usage = obj["usage"]
                     details = usage.get("prompt_tokens_details") or {}
@@ -172,7 +171,7 @@ class VLLMEngine(HTTPEngine):
                     if prompt is None and isinstance(c.get("prompt_token_ids"), list):
                         prompt = len(c["prompt_token_ids"])
                     ids = _ids(c.get("token_ids"))
-                    lps = _logprobs(c.get("logprobs"), len(ids)) if req.logprobs is not None else None
+                    lps = _logprobs(c.get("logprobs"), len(ids), req.logprobs) if req.logprobs is not None else None
                     reason = c.get("finish_reason")
                     if reason is not None:
                         finish = _FINISH.get(reason)
