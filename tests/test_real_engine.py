@@ -221,7 +221,7 @@ def test_a_client_cancel_aborts_the_engine_request(server, vllm):
         pass
     assert vllm.gauge(RUNNING) == 1
     stream.close()
-    assert _idle(vllm, 3) < 3
+    assert _idle(vllm, 10) < 10  # (under 1 s on a quiet machine; one loaded run took over 3 s)
 
 
 def _stop_in(text: str) -> str:
