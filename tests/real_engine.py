@@ -62,14 +62,17 @@ def vllm_python() -> str | None:
     return py if py and os.access(py, os.X_OK) else None
 
 
-def require_vllm() -> str:
-    """The vLLM python, else skip the test (one line) — or fail it under ``CI``."""
+def require_vllm(module: bool = False) -> str | None:
+    """The vLLM python, else skip the test (one line; ``module``: the whole test module, called at
+    its top) — except under ``CI``, where each test that needs the engine fails instead."""
     py = vllm_python()
     if py is None:
         why = "real engine: RECIPE_VLLM_PYTHON does not name a vLLM environment (run .ci/real_engine_setup)"
         if os.environ.get("CI"):
+            if module:
+                return None  # the fixtures fail each test
             pytest.fail(why, pytrace=False)
-        pytest.skip(why)
+        pytest.skip(why, allow_module_level=module)
     return py
 
 
@@ -233,6 +236,7 @@ class Engines:
 
     def get(self, name: str) -> VLLMServer:
         py = require_vllm()
+        assert py is not None
         if self.server is not None and self.name == name and self.server.proc.poll() is None:
             return self.server
         self.close()
