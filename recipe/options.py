@@ -131,6 +131,17 @@ class Options:
         unknown_model: the 400 for a model name the table does not have — ``closest`` (one short
             line: the closest names, and where the full list is: ``GET /v1/models``, ``recipe
             models``) or ``list`` (deepseek-recipe's message, every supported name on one line).
+        anthropic_tool_choice_any: Messages ``tool_choice {"type": "any"}`` — ``required`` (Anthropic's
+            meaning: the model must call one of the tools; the same forced turn as Chat's
+            ``tool_choice: "required"``) or ``auto`` (deepseek-recipe: read as ``auto``, no call forced).
+        anthropic_strict_tools: Messages tools with ``strict: true`` (Anthropic's strict tool use) —
+            ``enforce`` (the tool's arguments follow its ``input_schema`` in the output grammar, as a
+            Chat strict tool's do; the schema is not rewritten and the prompt is unchanged) or
+            ``ignore`` (deepseek-recipe: the flag is dropped).
+        anthropic_output_format: Messages ``output_config.format`` (Anthropic structured outputs,
+            ``{"type": "json_schema", "schema": …}``) — ``use`` (the same prompt, output constraint and
+            grammar as the equivalent Chat ``response_format`` json_schema) or ``ignore``
+            (deepseek-recipe: the field is dropped, the answer is plain text).
     """
 
     models: Mapping[str, str] = field(default_factory=lambda: DEFAULT_MODELS)
@@ -155,6 +166,9 @@ class Options:
     unrendered_input: Literal["note", "reject", "ignore"] = "note"
     interleaved_history: Literal["accept", "reject"] = "accept"
     unknown_model: Literal["closest", "list"] = "closest"
+    anthropic_tool_choice_any: Literal["required", "auto"] = "required"
+    anthropic_strict_tools: Literal["enforce", "ignore"] = "enforce"
+    anthropic_output_format: Literal["use", "ignore"] = "use"
 
     def __repr__(self) -> str:
         """``Options(...)`` naming only the fields that differ from the defaults, the model and alias
@@ -196,6 +210,9 @@ class Options:
             unrendered_input="ignore",
             interleaved_history="reject",
             unknown_model="list",
+            anthropic_tool_choice_any="auto",
+            anthropic_strict_tools="ignore",
+            anthropic_output_format="ignore",
         )
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:

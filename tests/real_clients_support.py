@@ -271,6 +271,16 @@ def equivalent_body(api: str, body: dict[str, Any], developer: str = "user") -> 
     return b
 
 
+def reads_differently(api: str, body: dict[str, Any]) -> bool:
+    """A Messages body whose ``tool_choice {"type": "any"}`` or ``output_config.format`` recipe honours
+    by default where deepseek-recipe ignores it (``Options.anthropic_tool_choice_any`` / ``anthropic_output_format``)."""
+    if api != "messages":
+        return False
+    tc, oc = body.get("tool_choice"), body.get("output_config")
+    return (isinstance(tc, dict) and tc.get("type") == "any" and bool(body.get("tools"))) or (
+        isinstance(oc, dict) and oc.get("format") is not None)
+
+
 def equivalent_prompt(api: str, body: dict[str, Any], convert: Any, developer: str = "user") -> tuple[str, Any] | None:
     """What recipe must produce for a body deepseek-recipe refuses, built from deepseek-recipe's own
     answers: ``("ids", token_ids)`` when :func:`equivalent_body` is accepted as is, or

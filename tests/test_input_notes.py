@@ -90,12 +90,12 @@ def test_a_v41_image_is_an_image_token_and_no_note():
 def test_messages_tool_choice_any_rendered_as_auto_gets_a_note():
     body = {"model": "deepseek-v4-pro", "max_tokens": 100, "messages": [{"role": "user", "content": "Weather?"}],
             "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}], "tool_choice": {"type": "any"}}
-    prep = recipe.prepare(body, "messages")
-    if prep.conversation.tool_choice.mode != "auto":
-        pytest.skip("tool_choice any is enforced: nothing is dropped")
+    assert recipe.prepare(body, "messages").notes == ()  # enforced by default: nothing is dropped
+    as_auto = replace(DEFAULT_OPTIONS, anthropic_tool_choice_any="auto")
+    prep = recipe.prepare(body, "messages", options=as_auto)
     assert [n.split(":")[0] for n in prep.notes] == ["tool_choice_any_as_auto"]
     with pytest.raises(recipe.RequestError) as err:
-        recipe.prepare(body, "messages", options=REJECT)
+        recipe.prepare(body, "messages", options=replace(REJECT, anthropic_tool_choice_any="auto"))
     assert err.value.param == "tool_choice"
 
 

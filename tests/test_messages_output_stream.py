@@ -24,7 +24,8 @@ from messages_output_support import (
 from output_parity_support import ids_of, split_at
 from recipe.api.messages_output import STOP_REASONS, MessagesEncoder, messages_stop_reason, tool_input
 from recipe.output.driver import ENCODERS, CompletionStream, StreamEncoder, response
-from recipe.conversation import AssistantMessage, ToolMessage
+from recipe.conversation import AssistantMessage, ToolChoice, ToolMessage
+from recipe.options import PARITY_OPTIONS
 from recipe.encodings.deepseek_v4.constants import ASSISTANT, EOS
 from recipe.pipeline import prepare
 
@@ -307,17 +308,21 @@ def test_eos_ends_the_message():
 # ---------------------------------------------------------------- deliberate request-side choices
 
 
-def test_tool_choice_any_is_treated_as_auto():
-    """Messages documents ``any`` as "must call a tool"; the parity target treats it as auto (no
-    forced call in the prompt). Kept for prompt parity (docs/streaming.md)."""
+def test_tool_choice_any_forces_a_call_and_parity_reads_it_as_auto():
+    """Messages documents ``any`` as "must call a tool": by default it is Chat's ``required`` (the
+    prompt opens the call block, as a named choice's does, and the constraint requires a call); with
+    ``anthropic_tool_choice_any="auto"`` (the parity options) it is read as auto, as deepseek-recipe does."""
     auto = prepare(body(tools=TOOLS, tool_choice={"type": "auto"}), "messages")
     any_ = prepare(body(tools=TOOLS, tool_choice={"type": "any"}), "messages")
     forced = prepare(body(tools=TOOLS, tool_choice={"type": "tool", "name": "get_w"}), "messages")
-    assert any_.token_ids == auto.token_ids != forced.token_ids
-    assert any_.conversation.tool_choice.mode == "auto" and not any_.parsing.starts_in_tool_calls
-    assert forced.parsing.starts_in_tool_calls
+    assert any_.conversation.tool_choice == ToolChoice("required", None) and any_.parsing.starts_in_tool_calls
+    assert any_.output_constraint.kind == forced.output_constraint.kind == "tool_call_required"
+    assert any_.token_ids != auto.token_ids
+    parity = prepare(body(tools=TOOLS, tool_choice={"type": "any"}), "messages", options=PARITY_OPTIONS)
+    assert parity.token_ids == auto.token_ids != forced.token_ids
+    assert parity.conversation.tool_choice.mode == "auto" and not parity.parsing.starts_in_tool_calls
     oracle = pytest.importorskip("oracle")
-    assert oracle.convert("messages", body(tools=TOOLS, tool_choice={"type": "any"}))["token_ids"] == any_.token_ids
+    assert oracle.convert("messages", body(tools=TOOLS, tool_choice={"type": "any"}))["token_ids"] == parity.token_ids
 
 
 def test_trailing_assistant_prefill_is_closed_not_continued():

@@ -490,8 +490,8 @@ def test_anthropic_forced_tool_choice(choice):
         m = client.messages.create(model=MODEL, max_tokens=1024, tools=[A_WEATHER, A_TIME], tool_choice={"type": "auto"},
                                    messages=messages)
     assert m.content[-1].text == FINAL_TEXT
-    # deepseek-recipe reads {"type": "any"} as auto (behaviour §1.4); {"type": "tool"} forces the call
-    assert s.model.preps[0].output_constraint.kind == ("tool_call_required" if choice == "tool" else "tool_call")
+    # both force the call ({"type": "any"} as Chat's "required"; deepseek-recipe reads it as auto)
+    assert s.model.preps[0].output_constraint.kind == "tool_call_required"
 
 
 def test_anthropic_custom_tool_type():
@@ -589,11 +589,11 @@ def test_langchain_bind_tools_tool_choice(kind, tool_choice):
 def test_langchain_with_structured_output(kind, method):
     """Class 2 / 3 through LangChain: ``with_structured_output`` (function calling forces the schema
     tool; json_schema sends a response format), thinking left to the default."""
-    if kind == "anthropic" and method == "json_schema":
-        pytest.skip("langchain-anthropic's json_schema method needs Anthropic structured outputs (output_format), not a class of issue 6")
     with recording(f"langchain_{kind}_structured_{method}") as s:
         out = _lc_chat(kind, s.url).with_structured_output(Forecast, method=method).invoke(QUESTION)
     assert out == Forecast(city="Paris", temperature_c=2.5, summary="Paris")
+    if method == "json_schema":  # Chat response_format / Messages output_config.format: the same json constraint
+        assert {p.output_constraint.kind for p in s.model.preps} == {"json"}
 
 
 # --------------------------------------------------------------------------- litellm (optional)

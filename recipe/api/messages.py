@@ -55,6 +55,7 @@ from recipe.conversation import (
     ImagePlaceholder,
     ImageSource,
     Message,
+    ResponseFormat,
     SystemMessage,
     ToolCall,
     ToolChoice,
@@ -369,9 +370,10 @@ def _check_tool_entries(tools: Sequence[Any], options: Options) -> frozenset[str
     return frozenset(t.name for t in tools)
 
 
-def _build_tools(tools: Sequence[CustomTool], deferred: bool = False) -> tuple[ToolDefinition, ...]:
-    """Second pass (after the messages): unique names, then each ``input_schema`` (required; not
-    strict-normalised: Messages ignores ``strict``); ``deferred`` (V4.1) keeps ``defer_loading``."""
+def _build_tools(tools: Sequence[CustomTool], deferred: bool = False, strict: bool = False) -> tuple[ToolDefinition, ...]:
+    """Second pass (after the messages): unique names, then each ``input_schema`` (required; never
+    strict-normalised); ``deferred`` (V4.1) keeps ``defer_loading``; ``strict`` keeps a tool's
+    ``strict: true`` (Anthropic strict tool use: its arguments follow the schema in the output grammar)."""
     out: list[ToolDefinition] = []
     seen: set[str] = set()
     for k, t in enumerate(tools):
@@ -385,6 +387,8 @@ def _build_tools(tools: Sequence[CustomTool], deferred: bool = False) -> tuple[T
             )
         with _param(f"tools.{k}.input_schema"):
             tool = common.build_tool(t.name, t.description, t.input_schema, None, f"tools[{k}].name", normalize_strict=False)
+        if strict and t.strict is True:
+            tool = replace(tool, strict=True)
         out.append(replace(tool, defer_loading=True) if deferred and t.defer_loading else tool)
     return tuple(out)
 
@@ -416,7 +420,43 @@ def _system_text(system: str | list[SystemTextBlock] | None) -> str:
     return "\n\n".join(b.text for b in system)
 
 
-_TOOL_CHOICE_MODES = {ToolChoiceAuto: "auto", ToolChoiceAny: "auto", ToolChoiceNone: "none", ToolChoiceTool: "required"}
+_TOOL_CHOICE_MODES = {ToolChoiceAuto: "auto", ToolChoiceAny: "required", ToolChoiceNone: "none", ToolChoiceTool: "required"}
+
+
+def _tool_choice_mode(tc: Any, options: Options) -> str:
+    """``auto`` | ``none`` | ``required`` for a Messages ``tool_choice`` (``any`` forces a call unless
+    ``options.anthropic_tool_choice_any`` is ``auto``, deepseek-recipe's reading)."""
+    if tc is None:
+        return "auto"
+    if isinstance(tc, ToolChoiceAny) and options.anthropic_tool_choice_any == "auto":
+        return "auto"
+    return _TOOL_CHOICE_MODES[type(tc)]
+
+
+def _output_format(req: MessagesRequest, options: Options) -> ResponseFormat:
+    """The response format of ``output_config.format`` (Anthropic structured outputs): a
+    ``json_schema`` format as Chat's ``response_format`` json_schema without ``strict`` (the schema
+    as given, checked against its meta-schema); text when absent or ``options.anthropic_output_format``
+    is ``ignore``.
+
+    Raises:
+        RequestError: a format that is not ``{"type": "json_schema", "schema": {…}}`` or whose schema
+            is invalid, ``param`` naming the field (``output_config.format.schema``).
+    """
+    fmt = req.output_config.format if req.output_config is not None else None
+    if fmt is None or options.anthropic_output_format == "ignore":
+        return common.TEXT_FORMAT
+    field = "output_config.format"
+    if not isinstance(fmt, dict):
+        raise RequestError(f"{field}: Input should be an object", param=field)
+    if fmt.get("type") != "json_schema":
+        raise RequestError(f"{field}.type: Input should be 'json_schema'", param=f"{field}.type")
+    schema = fmt.get("schema")
+    if not isinstance(schema, dict):
+        raise RequestError(f"{field}.schema: Field required (a JSON Schema object)", param=f"{field}.schema")
+    rf = ResponseFormat("json_schema", schema=schema)
+    common.check_response_format(rf, f"{field}.schema")
+    return rf
 
 
 def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversation:
@@ -452,10 +492,11 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     body = _Walker(tool_names, rules).walk(req.messages)
     body = _with_reasoning(body, thinking, bool(tools_in), options)
     tc = req.tool_choice
-    mode = "auto" if tc is None else _TOOL_CHOICE_MODES[type(tc)]
-    if type(tc) is ToolChoiceAny and req.tools:  # rendered as auto: a tool call is not required
+    mode = _tool_choice_mode(tc, options)
+    if type(tc) is ToolChoiceAny and req.tools and mode == "auto":  # read as auto (the option): no call required
         common.note_dropped("tool_choice_any")
-    tools = () if mode == "none" else _build_tools(tools_in, rules.deferred_tools)  # "none": schemas are never looked at
+    strict_tools = options.anthropic_strict_tools == "enforce"
+    tools = () if mode == "none" else _build_tools(tools_in, rules.deferred_tools, strict_tools)  # "none": schemas never looked at
     tool_choice: ToolChoice
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
@@ -470,6 +511,9 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         raise RequestError(err.message, param="stop_sequences" + (f".{index[1]}" if index else "")) from None
     common.check_sampling(req.temperature, req.top_p)
     max_tokens = common.check_max_tokens(req.max_tokens, thinking, options, clamp=True, field="max_tokens")
+    response_format = _output_format(req, options)
+    if response_format.type != "text":
+        common.check_format_with_strict_tools(tools, True, "output_config.format", options=options)
 
     system = _system_text(req.system)
     if rules.system_in_place:
@@ -488,7 +532,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         tool_choice=tool_choice,
         thinking=thinking,
         reasoning_effort=effort,
-        response_format=common.TEXT_FORMAT,
+        response_format=response_format,
         max_tokens=max_tokens,
         stop=stop,
         sampling=sampling,

@@ -239,7 +239,8 @@ class SystemTextBlock(WireModel):
 
 
 class CustomTool(WireModel):
-    """A client tool; ``strict`` and ``cache_control`` are accepted and ignored (any value).
+    """A client tool; ``cache_control`` is accepted and ignored (any value); ``strict: true`` makes the
+    arguments follow ``input_schema`` in the output grammar (``Options.anthropic_strict_tools``).
     ``type: "custom"`` is Anthropic's explicit spelling of a client tool (litellm sends it)."""
 
     type: Literal["custom"] | None = None
@@ -277,7 +278,8 @@ class ToolChoiceAuto(WireModel):
 
 
 class ToolChoiceAny(WireModel):
-    """``{"type": "any"}``: deepseek-recipe treats it as auto (no forced call)."""
+    """``{"type": "any"}``: a forced call of one of the tools (``Options.anthropic_tool_choice_any``;
+    deepseek-recipe treats it as auto)."""
 
     type: Literal["any"]
     disable_parallel_tool_use: bool | None = None
@@ -311,10 +313,11 @@ class Thinking(WireModel):
 
 
 class OutputConfig(WireModel):
-    """``output_config``: ``effort`` picks the reasoning effort; ``format`` is ignored."""
+    """``output_config``: ``effort`` picks the reasoning effort; ``format`` (structured outputs,
+    ``{"type": "json_schema", "schema": …}``) is checked at conversion (``Options.anthropic_output_format``)."""
 
     effort: Effort | None = None
-    format: Any = None  # Messages has no JSON mode in the parity target: ignored
+    format: Any = None  # read at conversion; the parity target ignores it
 
 
 class Metadata(WireModel):
