@@ -158,6 +158,9 @@ class ToolDefinition:
         strict: the client's ``strict`` flag (None = not given).
         defer_loading: a Messages tool loaded later (V4.1: left out of the tools block, listed by
             a ``tool_addition`` when the conversation adds it).
+        enforced: the JSON Schema the output grammar holds a strict tool's arguments to, when it is
+            not ``parameters``: the client's schema with the strict structure and every keyword kept
+            (:func:`recipe.schema.strict_enforce.enforced_schema`; strict normalisation drops some).
     """
 
     name: str
@@ -165,6 +168,7 @@ class ToolDefinition:
     parameters: Any
     strict: bool | None = None
     defer_loading: bool = False
+    enforced: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +189,8 @@ class ResponseFormat:
         name: the schema's name (json_schema), else None.
         strict: the schema's ``strict`` flag (json_schema), else None.
         regex: the pattern (regex), else None.
+        enforced: the schema the output grammar holds a strict json_schema answer to (as
+            :attr:`ToolDefinition.enforced`), or None (the strict-normalised ``schema``).
     """
 
     type: Literal["text", "json_object", "json_schema", "regex"] = "text"
@@ -192,6 +198,7 @@ class ResponseFormat:
     name: str | None = None
     strict: bool | None = None
     regex: str | None = None
+    enforced: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,11 @@ class Options:
         unknown_model: the 400 for a model name the table does not have — ``closest`` (one short
             line: the closest names, and where the full list is: ``GET /v1/models``, ``recipe
             models``) or ``list`` (deepseek-recipe's message, every supported name on one line).
+        strict_schemas: ``strict: true`` tool and json_schema schemas — ``enforce`` (also checked as a
+            JSON Schema, as non-strict ones are: an invalid ``pattern`` or an unresolvable ``$ref`` is a
+            400; a keyword the output grammar cannot enforce is a 400 naming its path; the grammar
+            enforces the client's schema, every keyword kept, not only the normalised one the prompt
+            shows) or ``normalize`` (deepseek-recipe: only its normalisation, which drops keywords).
         anthropic_tool_choice_any: Messages ``tool_choice {"type": "any"}`` — ``required`` (Anthropic's
             meaning: the model must call one of the tools; the same forced turn as Chat's
             ``tool_choice: "required"``) or ``auto`` (deepseek-recipe: read as ``auto``, no call forced).
@@ -166,6 +171,7 @@ class Options:
     unrendered_input: Literal["note", "reject", "ignore"] = "note"
     interleaved_history: Literal["accept", "reject"] = "accept"
     unknown_model: Literal["closest", "list"] = "closest"
+    strict_schemas: Literal["enforce", "normalize"] = "enforce"
     anthropic_tool_choice_any: Literal["required", "auto"] = "required"
     anthropic_strict_tools: Literal["enforce", "ignore"] = "enforce"
     anthropic_output_format: Literal["use", "ignore"] = "use"
@@ -210,6 +216,7 @@ class Options:
             unrendered_input="ignore",
             interleaved_history="reject",
             unknown_model="list",
+            strict_schemas="normalize",
             anthropic_tool_choice_any="auto",
             anthropic_strict_tools="ignore",
             anthropic_output_format="ignore",

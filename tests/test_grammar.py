@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import recipe
 from recipe.cli.main import main
 from recipe.encodings.deepseek_v4.constants import DSML, EOS, THINK_END
+from recipe.errors import RequestError
 from recipe.schema import constrain
 from recipe.schema.grammar_ir import (Grammar, Lit, Opt, Ref, Seq, Text, Tok, regex_escape, suffix_outside, text_terminal,
                                       to_lark, to_structural_tag)
@@ -169,12 +170,17 @@ def test_json_rules_report_what_they_do_not_enforce():
     jr.value({"type": "object", "properties": {"s": {"type": "string", "pattern": "^a+$", "format": "email"},
                                                 "n": {"type": "integer", "minimum": 3}, "o": {"oneOf": [{"type": "string"}]}},
               "required": ["s"]})
-    assert set(jr.unenforced) == {"$/properties/s: pattern", "$/properties/s: format", "$/properties/n: minimum",
+    assert set(jr.unenforced) == {"$/properties/s: pattern", "$/properties/s: format",
                                   "$/properties/o: oneOf (enforced as anyOf)"}
-    g = recipe.output_grammar(recipe.prepare({**_body(), "tools": [{"type": "function", "function": {
-        "name": "f", "strict": True, "parameters": {"type": "object", "properties": {
-            "when": {"type": "string", "format": "email"}}, "required": ["when"], "additionalProperties": False}}}]}))
+    tool = {"type": "function", "function": {"name": "f", "strict": False, "parameters": {"type": "object", "properties": {
+        "when": {"type": "string", "format": "email"}}, "required": ["when"], "additionalProperties": False}}}
+    g = recipe.output_grammar(recipe.prepare({**_body(), "tools": [tool]}), "schema")
     assert g.unenforced == ("f/when: format (raw string value)",)
+    # a strict tool promises its schema: what the grammar cannot enforce is refused, naming the path
+    tool["function"]["strict"] = True
+    with pytest.raises(RequestError) as err:
+        recipe.prepare({**_body(), "tools": [tool]})
+    assert err.value.param == "tools[0].function.parameters.properties.when" and "format" in err.value.message
 
 
 def test_local_refs_and_recursion():
@@ -216,10 +222,10 @@ def test_text_suffix_follows_the_exclusion_only_where_that_is_the_same_language(
 
 def test_a_parameter_shared_by_tools_is_one_rule_and_keeps_each_tools_notes():
     path = {"type": "string", "pattern": "^/"}
-    tools = [{"type": "function", "function": {"name": n, "strict": True, "parameters": {
+    tools = [{"type": "function", "function": {"name": n, "parameters": {
         "type": "object", "properties": {"path": path, **extra}, "required": ["path", *extra],
         "additionalProperties": False}}} for n, extra in (("read", {}), ("write", {"text": {"type": "string"}}))]
-    g = recipe.output_grammar(recipe.prepare({**_body(), "tools": tools}))
+    g = recipe.output_grammar(recipe.prepare({**_body(), "tools": tools}), "schema")
     lines = g.lark.splitlines()
     rule = next(line.split(":")[0] for line in lines if 'parameter name=\\"path\\"' in line)
     assert rule.startswith("param") and sum(f" {rule}" in line for line in lines) == 2  # invoke0, invoke1

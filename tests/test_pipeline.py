@@ -6,7 +6,8 @@ import pytest
 
 from fixtures import jsonl
 from recipe.errors import RequestError
-from recipe.options import PARITY_OPTIONS
+from real_clients_support import reads_differently
+from recipe.options import DEFAULT_OPTIONS, PARITY_OPTIONS
 from recipe.pipeline import detect_api, prepare
 
 ROWS = jsonl("api/requests.jsonl")
@@ -20,7 +21,9 @@ def test_every_vector_through_prepare(row):
             prepare(row["request"], row["api"], options=PARITY_OPTIONS)
         assert info.value.stage == row["error"]["stage"]
         return
-    prep = prepare(row["request"], row["api"])
+    # Messages `any` / output_config.format: recipe honours what deepseek-recipe drops (docs/clients.md)
+    options = PARITY_OPTIONS if reads_differently(row["api"], row["request"]) else DEFAULT_OPTIONS
+    prep = prepare(row["request"], row["api"], options=options)
     assert (prep.prompt.text, prep.token_ids) == (row["prompt"], row["token_ids"])
 
 

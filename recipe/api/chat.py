@@ -252,8 +252,8 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         common.check_strict_mixing(tools, options)
         common.check_format_with_strict_tools(tools, req.response_format is not None, options=options)
 
-    rf = _response_format(req.response_format)
-    common.check_response_format(rf)
+    rf = common.check_response_format(_response_format(req.response_format), schema_field="response_format.json_schema.schema",
+                                      enforce_strict=options.strict_schemas == "enforce")
     if rf.type == "json_object" and not common.mentions_json(_texts(messages)):
         raise RequestError(
             "Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.",
@@ -322,7 +322,8 @@ def _tools(tools_in: list[Any], mode: str, options: Options) -> list[ToolDefinit
             if t.function.name in seen:  # two schemas under one name would make a call ambiguous
                 raise RequestError("Tool names must be unique.", param=fields[k])
             seen.add(t.function.name)
-        tools.append(common.build_tool(t.function.name, t.function.description, t.function.parameters, t.function.strict, fields[k]))
+        tools.append(common.build_tool(t.function.name, t.function.description, t.function.parameters, t.function.strict, fields[k],
+                                       enforce_strict=options.strict_schemas == "enforce"))
     return tools
 
 

@@ -14,7 +14,7 @@ import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -301,7 +301,7 @@ _TOOL_CACHE_SIZE = 1024
 
 def build_tool(
     name: str, description: str | None, parameters: Any, strict: bool | None, field: str, *, normalize_strict: bool = True,
-    check_name: bool = True,
+    check_name: bool = True, enforce_strict: bool = True,
 ) -> ToolDefinition:
     """A validated :class:`ToolDefinition` (§1.5); memoised, since agent loops re-send the same tools.
 
@@ -314,18 +314,21 @@ def build_tool(
         normalize_strict: apply strict-schema normalisation when ``strict`` is true (Chat, Responses).
         check_name: apply the name rules (off for a Responses namespace tool's flattened name,
             whose parts were checked: V4.1 joins them with ``::``).
+        enforce_strict: a strict tool's schema is also checked as a JSON Schema and for keywords the
+            output grammar cannot enforce, and the grammar holds it to the client's schema
+            (``Options.strict_schemas``; :mod:`recipe.schema.strict_enforce`).
 
     Raises:
         RequestError: empty name, name not matching ``^[a-zA-Z0-9_-]+$``, parameters that are not an
             object schema, strict-normalisation errors.
     """
     try:
-        key = orjson.dumps([name, description, parameters, strict, normalize_strict, check_name])
+        key = orjson.dumps([name, description, parameters, strict, normalize_strict, check_name, enforce_strict, field])
     except (TypeError, orjson.JSONEncodeError):  # e.g. integers beyond 64 bits: not worth caching
-        return _build_tool(name, description, parameters, strict, field, normalize_strict, check_name)
+        return _build_tool(name, description, parameters, strict, field, normalize_strict, check_name, enforce_strict)
     tool = _TOOL_CACHE.get(key)
     if tool is None:
-        tool = _build_tool(name, description, copy.deepcopy(parameters), strict, field, normalize_strict, check_name)
+        tool = _build_tool(name, description, copy.deepcopy(parameters), strict, field, normalize_strict, check_name, enforce_strict)
         _TOOL_CACHE[key] = tool
         if len(_TOOL_CACHE) > _TOOL_CACHE_SIZE:
             _TOOL_CACHE.popitem(last=False)
@@ -366,16 +369,27 @@ def _check_name_pattern(name: str, field: str) -> None:
 
 
 def _build_tool(
-    name: str, description: str | None, parameters: Any, strict: bool | None, field: str, normalize_strict: bool, check_name: bool = True
+    name: str, description: str | None, parameters: Any, strict: bool | None, field: str, normalize_strict: bool, check_name: bool = True,
+    enforce_strict: bool = True,
 ) -> ToolDefinition:
     if check_name:
         _check_name_pattern(name, field)
+    where = f"{field.removesuffix('.name')}.parameters" if field.endswith(".name") else None
+    enforced = None
     try:
         if strict and normalize_strict:
             from recipe.schema.strict import normalize_strict_schema  # schema rules: loaded when a request has tools
 
-            # strict schemas are only re-built (no meta-schema check), absent ones as the empty object
-            parameters = normalize_strict_schema({"type": "object"} if parameters is None else parameters, tool_name=name)
+            # strict schemas are re-built (deepseek-recipe's errors first), absent ones as the empty object
+            given = {"type": "object"} if parameters is None else parameters
+            parameters = normalize_strict_schema(given, tool_name=name)
+            if enforce_strict:
+                from recipe.schema.strict_enforce import check_strict, enforced_schema
+                from recipe.schema.validation import validate_tool_parameters
+
+                validate_tool_parameters(given, name)
+                check_strict(given, where or "parameters", tool=True)
+                enforced = enforced_schema(given)
         elif parameters is None:
             parameters = {}
         else:
@@ -386,9 +400,8 @@ def _build_tool(
         if err.param is not None:
             raise
         # the schema rules name no field: the tool's parameters (``tools[0].function.parameters``)
-        where = f"{field.removesuffix('.name')}.parameters" if field.endswith(".name") else None
         raise RequestError(err.message, param=where, status=err.status, stage=err.stage) from None
-    return ToolDefinition(name=name, description=description, parameters=parameters, strict=strict)
+    return ToolDefinition(name=name, description=description, parameters=parameters, strict=strict, enforced=enforced)
 
 
 def check_strict_mixing(tools: Sequence[ToolDefinition], options: Options = DEFAULT_OPTIONS) -> None:
@@ -540,16 +553,37 @@ def check_stop(stop: Sequence[str], field: str, *, indexed: bool) -> tuple[str, 
     return tuple(stop)
 
 
-def check_response_format(rf: ResponseFormat, field: str = "response_format") -> None:
+def check_response_format(
+    rf: ResponseFormat, field: str = "response_format", *, schema_field: str | None = None, enforce_strict: bool = False
+) -> ResponseFormat:
     """A json_schema response format must be a valid schema: strict ones must normalise (§1.5
-    rules, response-format variant), others must pass meta-schema validation. Raises RequestError."""
+    rules, response-format variant), others must pass meta-schema validation.
+
+    With ``enforce_strict`` (``Options.strict_schemas="enforce"``) a strict schema must also pass the
+    meta-schema check and hold only keywords the output grammar enforces
+    (:func:`recipe.schema.strict_enforce.check_strict`, errors on ``schema_field`` + the path), and
+    the returned format carries the schema the grammar enforces (``enforced``).
+
+    Returns:
+        ``rf``, or a copy with ``enforced`` set.
+
+    Raises:
+        RequestError: status 400, ``param`` ``field`` (or the offending keyword's path).
+    """
     if rf.type != "json_schema":
-        return
+        return rf
     try:
         if rf.strict:
             from recipe.schema.strict import normalize_strict_response_schema
 
             normalize_strict_response_schema(rf.schema)
+            if enforce_strict:
+                from recipe.schema.strict_enforce import check_strict, enforced_schema
+                from recipe.schema.validation import validate_response_schema
+
+                validate_response_schema(rf.schema)
+                check_strict(rf.schema, schema_field or field, tool=False)
+                return replace(rf, enforced=enforced_schema(rf.schema))
         else:
             from recipe.schema.validation import validate_response_schema  # jsonschema: loaded when used
 
@@ -558,6 +592,7 @@ def check_response_format(rf: ResponseFormat, field: str = "response_format") ->
         if err.param is None:
             err.param = field
         raise
+    return rf
 
 
 def mentions_json(texts: Iterable[str]) -> bool:

@@ -388,6 +388,9 @@ def _build_tools(tools: Sequence[CustomTool], deferred: bool = False, strict: bo
         with _param(f"tools.{k}.input_schema"):
             tool = common.build_tool(t.name, t.description, t.input_schema, None, f"tools[{k}].name", normalize_strict=False)
         if strict and t.strict is True:
+            from recipe.schema.strict_enforce import check_strict  # loaded when a request has strict tools
+
+            check_strict(t.input_schema, f"tools.{k}.input_schema", tool=True, structure=False)
             tool = replace(tool, strict=True)
         out.append(replace(tool, defer_loading=True) if deferred and t.defer_loading else tool)
     return tuple(out)

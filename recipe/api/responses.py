@@ -209,7 +209,7 @@ def _check_tools(tools: Sequence[Any], options: Options, prefix: str = "") -> No
                 seen.add(inner.name)
 
 
-def _build_tools(entries: Sequence[_ToolEntry]) -> tuple[ToolDefinition, ...]:
+def _build_tools(entries: Sequence[_ToolEntry], enforce_strict: bool = True) -> tuple[ToolDefinition, ...]:
     """Second pass: plain names unique, then each schema validated (and strict-normalised)."""
     out: list[ToolDefinition] = []
     names: set[str] = set()
@@ -222,7 +222,8 @@ def _build_tools(entries: Sequence[_ToolEntry]) -> tuple[ToolDefinition, ...]:
             # The parity target normalises a strict tool without parameters to the empty object
             # schema; common.build_tool would print {} (see the report on issue 4).
             parameters = {"type": "object"}
-        tool = common.build_tool(e.name, e.description, parameters, e.strict, e.field, check_name=e.namespace is None)
+        tool = common.build_tool(e.name, e.description, parameters, e.strict, e.field, check_name=e.namespace is None,
+                                 enforce_strict=enforce_strict)
         out.append(replace(tool, defer_loading=True) if e.deferred else tool)
     return tuple(out)
 
@@ -465,7 +466,7 @@ def _check_reasoning_present(messages: Sequence[Message], declares_tools: bool) 
 # --- response format, sampling ------------------------------------------------------------------
 
 
-def _response_format(text: TextConfig | None, messages: Sequence[Message]) -> ResponseFormat:
+def _response_format(text: TextConfig | None, messages: Sequence[Message], enforce_strict: bool = True) -> ResponseFormat:
     fmt = None if text is None else text.format
     if fmt is None or isinstance(fmt, FormatText):
         return common.TEXT_FORMAT
@@ -478,8 +479,7 @@ def _response_format(text: TextConfig | None, messages: Sequence[Message]) -> Re
             )
         return ResponseFormat("json_object")
     rf = ResponseFormat("json_schema", schema=fmt.schema_, name=fmt.name, strict=fmt.strict)
-    common.check_response_format(rf, "text.format")
-    return rf
+    return common.check_response_format(rf, "text.format", schema_field="text.format.schema", enforce_strict=enforce_strict)
 
 
 def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conversation:
@@ -515,12 +515,12 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     else:
         mode, name = "required", tc.name
     # tool_choice none drops the tools before they are checked (duplicates, schemas): observed.
-    tools = () if mode == "none" else _build_tools(entries + found)
+    tools = () if mode == "none" else _build_tools(entries + found, options.strict_schemas == "enforce")
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
     tool_choice, tools = common.resolve_tool_choice(mode, name, tools, thinking, options=options)
 
-    rf = _response_format(req.text, messages)
+    rf = _response_format(req.text, messages, options.strict_schemas == "enforce")
     common.check_strict_mixing(tools, options)
     # Unlike Chat, an explicit {"type": "text"} format is allowed next to strict tools (observed).
     common.check_format_with_strict_tools(tools, rf.type != "text", "text.format", options=options)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["GRAMMAR_VERSION", "GrammarCompileError", "OutputCheck", "OutputMatcher", "check_output", "grammar_for", "output_grammar"]
 
 #: Bumped when the grammar a spec produces changes (part of every cache key).
-GRAMMAR_VERSION = "2"
+GRAMMAR_VERSION = "3"
 #: Grammars and compiled matchers kept per process (least recently used dropped first).
 CACHE_SIZE = 256
 

@@ -15,10 +15,13 @@ refuses) and without the family's excluded words (special-token spellings). Cont
 
 **Enforced keywords:** ``type`` (one or a list), ``properties`` (in schema order), ``required``,
 ``additionalProperties`` (``false``, ``true`` or a schema; extra properties are allowed only when the
-schema says so explicitly), ``items``, ``minItems`` (up to 16), ``enum``, ``const``, ``anyOf``,
-``oneOf`` (as ``anyOf``), ``minLength``/``maxLength`` (JSON strings), local ``$ref``. Every other
-keyword that would restrict values (``pattern``, ``format``, ``minimum``…) is *not* enforced and is
-listed in :attr:`JsonRules.unenforced` (``path: keyword``); annotation keywords are ignored.
+schema says so explicitly), ``items``, ``minItems`` / ``maxItems`` (up to :data:`MAX_ITEMS`), ``enum``
+and ``const`` on every type (the values that satisfy the rest of the schema), ``anyOf``, ``oneOf`` (as
+``anyOf``), ``minLength``/``maxLength`` (JSON strings, up to :data:`MAX_LENGTH`), ``minimum`` /
+``maximum`` / ``exclusiveMinimum`` / ``exclusiveMaximum`` (:mod:`recipe.schema.json_numbers`), local
+``$ref``. Every other keyword that would restrict values (``pattern``, ``format``, ``multipleOf``…)
+is *not* enforced and is listed in :attr:`JsonRules.unenforced` (``path: keyword``); annotation
+keywords are ignored. (A strict schema holding one is refused: :mod:`recipe.schema.strict_enforce`.)
 """
 
 from __future__ import annotations
@@ -28,13 +31,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from recipe.schema.grammar_ir import EMPTY, Lex, Lit, Node, Opt, Ref, Star, Text, alt, exclusion, regex_escape, seq
+from recipe.schema.json_numbers import bounds, integer_range, number_range
 
-__all__ = ["MAX_DEPTH", "MAX_WS", "INT_LEX", "NUM_LEX", "JsonRules"]
+__all__ = ["MAX_DEPTH", "MAX_WS", "MAX_ITEMS", "MAX_LENGTH", "INT_LEX", "NUM_LEX", "JsonRules"]
 
 #: deepest container nesting of JSON values the schema leaves open.
 MAX_DEPTH = 20
 #: longest whitespace run around JSON punctuation.
 MAX_WS = 32
+#: largest ``minItems`` / ``maxItems`` the grammar enforces (each item is written out; larger ones
+#: are listed in :attr:`JsonRules.unenforced`)
+MAX_ITEMS = 256
+#: largest ``minLength`` / ``maxLength`` the grammar enforces (larger ones are listed as unenforced)
+MAX_LENGTH = 10_000
 
 _WS_RX = f"[ \\t\\n\\r]{{0,{MAX_WS}}}"
 _WS_EBNF = f"[ \\t\\n\\r]{{0,{MAX_WS}}}"
@@ -57,9 +66,10 @@ _ANNOTATIONS = frozenset(
 )
 #: keywords this converter enforces (on the schema kind they belong to).
 _HANDLED = frozenset(
-    "type properties required additionalProperties items minItems enum const anyOf oneOf $ref "
-    "minLength maxLength".split()
+    "type properties required additionalProperties items minItems maxItems enum const anyOf oneOf $ref "
+    "minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum".split()
 )
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
 def _punct(ch: str) -> Lex:
@@ -180,10 +190,8 @@ class JsonRules:
                 self._note(path, key)
         if "$ref" in schema:
             return self._ref(schema["$ref"], path, depth)
-        if "const" in schema:
-            return Lit(_json_text(schema["const"]))
-        if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
-            return alt(*(Lit(_json_text(v)) for v in schema["enum"]))
+        if "const" in schema or ("enum" in schema and isinstance(schema["enum"], list) and schema["enum"]):
+            return alt(*(Lit(_json_text(v)) for v in self.allowed_values(schema, path)))
         for key in ("anyOf", "oneOf"):
             branches = schema.get(key)
             if isinstance(branches, list) and branches:
@@ -236,16 +244,15 @@ class JsonRules:
         if t == "string":
             lo = schema.get("minLength", 0)
             hi = schema.get("maxLength")
-            lo = lo if isinstance(lo, int) and not isinstance(lo, bool) and 0 <= lo <= 10_000 else 0
-            hi = hi if isinstance(hi, int) and not isinstance(hi, bool) and lo <= hi <= 10_000 else None
+            lo, hi = self._lengths(schema, path)
             return self.string_lex(lo, hi)
-        if t == "integer":
-            return INT_LEX
-        if t == "number":
-            return NUM_LEX
+        if t in ("integer", "number"):
+            return self._number(schema, t, path)
         if t in _LITERALS:
             return _LITERALS[t]
         if depth >= MAX_DEPTH:
+            if t in ("object", "array") and any(k in schema for k in ("properties", "items", "required", "additionalProperties")):
+                self._note(path, f"{t} nested deeper than {MAX_DEPTH}")
             return self.any_value(MAX_DEPTH)
         if t == "object":
             return self._object(schema, path, depth)
@@ -300,18 +307,70 @@ class JsonRules:
             self._note(path, "items (tuple form)")
             items = True
         item = self._value(items, f"{path}/items", depth + 1)
-        lo = schema.get("minItems", 0)
-        if not (isinstance(lo, int) and not isinstance(lo, bool) and 0 <= lo <= 16):
-            self._note(path, "minItems")
-            lo = 0
-        if "maxItems" in schema:
-            self._note(path, "maxItems")
-        rest = Star(seq(COMMA, item))
+        lo = self._count(schema, "minItems", path) or 0
+        hi = self._count(schema, "maxItems", path)
+        if hi is not None and hi < lo:
+            self._note(path, "maxItems (below minItems: no array satisfies)")
+            hi = None
+        more: Node = Star(seq(COMMA, item))
+        if hi is not None:  # at most hi - lo more items, each optional after the one before
+            more = EMPTY
+            for _ in range(hi - max(lo, 1)):
+                more = Opt(seq(COMMA, item, more))
         if lo == 0:
-            body: Node = Opt(seq(item, rest))
+            body: Node = Opt(seq(item, more)) if hi != 0 else EMPTY
         else:
-            body = seq(item, *([COMMA, item] * (lo - 1)), rest)
+            body = seq(item, *([COMMA, item] * (lo - 1)), more)
         return seq(LBRACK, body, RBRACK)
+
+    def _count(self, schema: Mapping[str, Any], key: str, path: str) -> int | None:
+        """``minItems`` / ``maxItems`` when given and enforceable (``<= MAX_ITEMS``); else noted, None."""
+        if key not in schema:
+            return None
+        n = schema[key]
+        if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_ITEMS:
+            return n
+        self._note(path, f"{key} (above {MAX_ITEMS})" if isinstance(n, int) and not isinstance(n, bool) and n > 0 else key)
+        return None
+
+    def _lengths(self, schema: Mapping[str, Any], path: str) -> tuple[int, int | None]:
+        """``(minLength, maxLength)`` of a JSON string where enforceable (``<= MAX_LENGTH``); others noted."""
+        lo, hi = schema.get("minLength", 0), schema.get("maxLength")
+        if not (isinstance(lo, int) and not isinstance(lo, bool) and 0 <= lo <= MAX_LENGTH):
+            self._note(path, f"minLength (above {MAX_LENGTH})" if isinstance(lo, int) and lo > 0 else "minLength")
+            lo = 0
+        if hi is not None and not (isinstance(hi, int) and not isinstance(hi, bool) and lo <= hi <= MAX_LENGTH):
+            if not (isinstance(hi, int) and not isinstance(hi, bool) and hi > MAX_LENGTH):
+                self._note(path, "maxLength")  # (a bound above MAX_LENGTH holds anyway: strings are shorter)
+            hi = None
+        return lo, hi
+
+    def _number(self, schema: Mapping[str, Any], t: str, path: str) -> Node:
+        """An integer or number lexeme within the schema's bounds (``multipleOf`` is noted)."""
+        if "multipleOf" in schema:
+            self._note(path, "multipleOf")
+        if not any(k in schema for k in _BOUNDS):
+            return INT_LEX if t == "integer" else NUM_LEX
+        lo, hi = bounds(schema)
+        rx = (integer_range if t == "integer" else number_range)(lo, hi)
+        if rx is None:
+            self._note(path, "minimum / maximum (no value satisfies)")
+            return INT_LEX if t == "integer" else NUM_LEX
+        return Lex(f"/{rx[0]}/", rx[1])
+
+    def allowed_values(self, schema: Mapping[str, Any], path: str) -> list[Any]:
+        """The ``const`` / ``enum`` values that also satisfy the rest of ``schema`` (its ``type``,
+        bounds, lengths…; checked with jsonschema against the current root, for its ``$ref`` s). When
+        none does, all of them (noted: the schema admits no value)."""
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        rest = {k: v for k, v in schema.items() if k not in ("const", "enum") and k not in _ANNOTATIONS}
+        if not rest:
+            return values
+        keep = [v for v in values if _admits(self.root, rest, v)]
+        if not keep:
+            self._note(path, "enum (no value satisfies the rest of the schema)")
+            return values
+        return keep
 
     # -- DSML-style parameters ---------------------------------------------------------------
 
@@ -325,7 +384,19 @@ class JsonRules:
         free = Text(text_excludes, raw_suffix)
         if not isinstance(schema, Mapping) or schema == {}:
             return free, self.value(schema, path)
+        if "const" in schema or isinstance(schema.get("enum"), list) and schema["enum"]:
+            values = self.allowed_values(schema, path)
+            schema = {k: v for k, v in schema.items() if k not in ("const", "enum")}
+            schema["enum"] = values
         strings, rest = _split_strings(schema)
+        if strings == "any" and ("minLength" in schema or "maxLength" in schema):
+            lo, hi = self._lengths(schema, path)
+            if (lo, hi) == (0, None):
+                pass
+            elif (lo, hi) == (1, None):
+                free = Text(text_excludes, raw_suffix, nonempty=True)
+            else:  # a bounded length: only the JSON form (string="false" "…"), whose lexeme counts
+                strings, rest = None, schema
         if strings is None:
             raw = None
         elif strings == "any":
@@ -349,6 +420,10 @@ class JsonRules:
         return target
 
 
+#: keywords that restrict a string beyond its type (a raw DSML value cannot be checked against them)
+_STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
+
+
 def _split_strings(schema: Mapping[str, Any]) -> tuple[Any, Any]:
     """(string part, rest of the schema): the string part is ``"any"``, a tuple of allowed strings, or
     None; the rest is a schema for the non-string values or None."""
@@ -366,7 +441,11 @@ def _split_strings(schema: Mapping[str, Any]) -> tuple[Any, Any]:
             str_parts: list[Any] = []
             rest: list[Any] = []
             for b in branches:
-                s, r = _split_strings({**base, **b}) if isinstance(b, Mapping) else ("any", b)
+                merged = {**base, **b} if isinstance(b, Mapping) else None
+                if merged is not None and any(k in merged for k in _STRING_KEYWORDS):
+                    s, r = None, merged  # a restricted string: only its JSON form, whose lexeme checks it
+                else:
+                    s, r = _split_strings(merged) if merged is not None else ("any", b)
                 if s is not None:
                     str_parts.append(s)
                 if r is not None:
@@ -390,3 +469,16 @@ def _split_strings(schema: Mapping[str, Any]) -> tuple[Any, Any]:
     if "properties" in schema or "items" in schema:
         return None, schema
     return "any", schema
+
+
+def _admits(root: Any, schema: Mapping[str, Any], value: Any) -> bool:
+    """``value`` satisfies ``schema`` (local ``$ref`` s against ``root``); True when the check
+    itself fails (an invalid schema is refused elsewhere)."""
+    import jsonschema  # loaded when an enum sits beside other keywords
+    from jsonschema import validators
+
+    try:
+        cls = validators.validator_for(root if isinstance(root, Mapping) else {}, default=jsonschema.Draft202012Validator)
+        return bool(cls(root if isinstance(root, Mapping) else {}).evolve(schema=dict(schema)).is_valid(value))
+    except Exception:  # noqa: BLE001 - a schema jsonschema cannot read is reported by the meta-schema check
+        return True

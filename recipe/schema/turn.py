@@ -171,7 +171,8 @@ def turn_spec(conv: Conversation, parsing: ParsingOptions, args: Args = "auto") 
     if parsing.starts_in_tool_calls and conv.tools:
         starts = "tool_block"
     tools = tuple(
-        ToolSpec(t.name, t.parameters, args == "schema" or (args == "auto" and bool(t.strict))) for t in conv.tools
+        ToolSpec(t.name, t.parameters if t.enforced is None else t.enforced, args == "schema" or (args == "auto" and bool(t.strict)))
+        for t in conv.tools
     )
     calls = "none" if not tools else ("required" if conv.tool_choice.mode == "required" else "auto")
     continuation = parsing.thinking_stage == "content_continuation"
@@ -182,7 +183,10 @@ def turn_spec(conv: Conversation, parsing: ParsingOptions, args: Args = "auto") 
             answer, schema = "json", {"type": "object"}
         elif rf.type == "json_schema":
             answer = "json"
-            schema = normalize_strict_response_schema(rf.schema) if rf.strict else rf.schema
+            if rf.enforced is not None:
+                schema = rf.enforced
+            else:
+                schema = normalize_strict_response_schema(rf.schema) if rf.strict else rf.schema
         elif rf.type == "regex" and rf.regex is not None:
             answer, regex = "regex", rf.regex
     return TurnSpec(
