@@ -231,6 +231,8 @@ class OutputConstraint:
 
         Raises:
             ValueError: the grammar cannot be built (never for a request ``prepare`` accepted).
+            RequestError: the grammar is larger than the request's options allow
+                (``Options.schema_limits.max_grammar_bytes``; a 400 naming ``tools`` or the format).
         """
         if self._grammar is None and self.build_grammar is not None:
             object.__setattr__(self, "_grammar", self.build_grammar())

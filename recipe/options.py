@@ -9,7 +9,7 @@ from typing import Literal
 
 from recipe.encodings.table import MODELS
 
-__all__ = ["Options", "ModelAlias", "DEFAULT_MODELS", "DEFAULT_ALIASES", "DEFAULT_OPTIONS", "PARITY_OPTIONS",
+__all__ = ["Options", "SchemaLimits", "ModelAlias", "DEFAULT_MODELS", "DEFAULT_ALIASES", "DEFAULT_OPTIONS", "PARITY_OPTIONS",
            "DEFAULT_MAX_BODY_BYTES", "parse_alias"]
 
 #: API model name -> encoding name. Matched exactly and case-sensitively (as deepseek-recipe does);
@@ -20,6 +20,36 @@ PARITY_ENCODINGS = frozenset({"deepseek_v4", "deepseek_v41"})
 
 #: Default request-body size limit in bytes (8 MiB), checked before parsing.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaLimits:
+    """Bounds on the JSON Schemas of one request (tools' parameters, response formats), checked
+    before any work is done with them; past one, the request is the API's own 400 naming the limit
+    and the field path. The defaults are far above what real clients send (an agent with a hundred
+    tools sends a few thousand schema nodes) and keep the work a request can cause small.
+
+    Attributes:
+        max_schema_nodes: objects and arrays in all of a request's schemas together.
+        max_schema_properties: properties of one object schema.
+        max_enum_values: values of one ``enum``.
+        max_size_bound: the largest size a schema may ask for with ``minItems``, ``minLength``,
+            ``minProperties`` or ``minContains`` (output, and examples of it, must reach it).
+        max_grammar_bytes: the output grammar's size (Lark or structural tag, the larger) that
+            ``recipe serve`` sends to an engine.
+    """
+
+    max_schema_nodes: int = 20_000
+    max_schema_properties: int = 1_000
+    max_enum_values: int = 1_000
+    max_size_bound: int = 10_000
+    max_grammar_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("max_schema_nodes", "max_schema_properties", "max_enum_values", "max_size_bound", "max_grammar_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +108,7 @@ class Options:
             ``deepseek-chat`` / ``deepseek-reasoner`` (:data:`DEFAULT_ALIASES`); none under parity.
         max_body_bytes: request bodies (bytes or text given to ``prepare``) longer than this are
             refused before parsing with a 413 ``request_too_large``.
+        schema_limits: bounds on the request's JSON Schemas (:class:`SchemaLimits`); also under parity.
 
     Acceptance of what real clients send where deepseek-recipe 0.2.0 answers 400 (docs/clients.md);
     each default is the accepting behaviour, ``"reject"`` restores the parity target's error:
@@ -172,6 +203,7 @@ class Options:
     interleaved_history: Literal["accept", "reject"] = "accept"
     unknown_model: Literal["closest", "list"] = "closest"
     strict_schemas: Literal["enforce", "normalize"] = "enforce"
+    schema_limits: SchemaLimits = field(default_factory=SchemaLimits)
     anthropic_tool_choice_any: Literal["required", "auto"] = "required"
     anthropic_strict_tools: Literal["enforce", "ignore"] = "enforce"
     anthropic_output_format: Literal["use", "ignore"] = "use"

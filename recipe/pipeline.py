@@ -227,7 +227,8 @@ def prepare(
     constraint = output_constraint(conversation)
     if constraint is not None and family.grammar is not None:
         constraint = OutputConstraint(constraint.kind, constraint.schema,  # (dataclasses.replace, without its field walk)
-                                      build_grammar=functools.partial(_grammar, family, conversation, parsing, tok))
+                                      build_grammar=functools.partial(_grammar, family, conversation, parsing, tok,
+                                                                      options.schema_limits.max_grammar_bytes, api))
     return PreparedRequest(
         api=api,
         model=request.model,
@@ -245,11 +246,27 @@ def prepare(
     )
 
 
-def _grammar(family: Encoding, conversation: Conversation, parsing: ParsingOptions, tok: Tokenizer) -> Any:
-    """The turn's output grammar, built when first asked for (``prep.output_constraint.grammar``)."""
+#: the field a grammar-size refusal names when the request has no tools
+_FORMAT_FIELD = {"chat": "response_format", "responses": "text.format", "messages": "output_config.format"}
+
+
+def _grammar(family: Encoding, conversation: Conversation, parsing: ParsingOptions, tok: Tokenizer,
+             max_bytes: int | None = None, api: str = "chat") -> Any:
+    """The turn's output grammar, built when first asked for (``prep.output_constraint.grammar``).
+
+    Raises:
+        RequestError: status 400, the grammar (Lark or structural tag) is longer than ``max_bytes``
+            (``Options.schema_limits.max_grammar_bytes``), ``param`` ``tools`` or the format's field.
+    """
     from recipe.schema.constrain import grammar_for  # loaded by grammar users only
 
-    return grammar_for(family, conversation, parsing, tok)
+    grammar = grammar_for(family, conversation, parsing, tok)
+    size = max(len(grammar.lark), len(grammar.structural_tag))
+    if max_bytes is not None and size > max_bytes:
+        field = "tools" if conversation.tools else _FORMAT_FIELD.get(api, "response_format")
+        raise RequestError(f"Invalid '{field}': the output grammar of this request is {size} bytes, above the "
+                           f"server's limit of {max_bytes} (max_grammar_bytes).", param=field)
+    return grammar
 
 
 def _engine_params(api: str, conv: Conversation, prompt_tokens: int, stops: tuple[int, ...],

@@ -87,8 +87,8 @@ def test_strict_keywords_are_enforced_for_every_type(schema, bad, good):
 @pytest.mark.parametrize("schema, keyword", [
     ({"type": "string", "pattern": "^a+$"}, "pattern"),
     ({"type": "integer", "multipleOf": 3}, "multipleOf"),
-    ({"type": "array", "items": {"type": "integer"}, "minItems": 30000000}, "minItems"),
-    ({"type": "string", "minLength": 10**12}, "minLength"),
+    ({"type": "array", "items": {"type": "integer"}, "minItems": 300}, "minItems"),
+    ({"type": "array", "items": {"type": "integer"}, "maxItems": 300}, "maxItems"),
 ])
 def test_what_the_grammar_cannot_enforce_is_refused_for_strict_and_listed_otherwise(schema, keyword):
     params = {"type": "object", "properties": {"v": schema}, "required": ["v"], "additionalProperties": False}

@@ -244,6 +244,10 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
 
     tc = req.tool_choice
     mode, name = ("auto", None) if tc is None else (tc, None) if isinstance(tc, str) else ("required", tc.function.name)
+    rf = _response_format(req.response_format)
+    common.check_schema_limits(options, [*((t.function.parameters, f"tools[{k}].function.parameters")
+                                           for k, t in enumerate(req.tools or ())),
+                                         (rf.schema, "response_format.json_schema.schema")])
     tools = _tools(req.tools, mode, options) if req.tools else []
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
@@ -252,7 +256,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         common.check_strict_mixing(tools, options)
         common.check_format_with_strict_tools(tools, req.response_format is not None, options=options)
 
-    rf = common.check_response_format(_response_format(req.response_format), schema_field="response_format.json_schema.schema",
+    rf = common.check_response_format(rf, schema_field="response_format.json_schema.schema",
                                       enforce_strict=options.strict_schemas == "enforce")
     if rf.type == "json_object" and not common.mentions_json(_texts(messages)):
         raise RequestError(

@@ -61,6 +61,7 @@ __all__ = [
     "check_stop",
     "mentions_json",
     "check_response_format",
+    "check_schema_limits",
     "output_constraint",
     "parsing_options",
     "tool_arguments",
@@ -551,6 +552,25 @@ def check_stop(stop: Sequence[str], field: str, *, indexed: bool) -> tuple[str, 
                 param=name,
             )
     return tuple(stop)
+
+
+def check_schema_limits(options: Options, schemas: Iterable[tuple[Any, str]]) -> None:
+    """Check a request's JSON Schemas against ``options.schema_limits`` before any work is done with
+    them (:class:`recipe.schema.limits.SchemaBudget`: one budget for the whole request).
+
+    Args:
+        schemas: ``(schema, field path)`` pairs; None schemas are skipped.
+
+    Raises:
+        RequestError: status 400 naming the limit, ``param`` the offending value's path.
+    """
+    from recipe.schema.limits import SchemaBudget  # loaded when a request has schemas
+
+    budget = None
+    for schema, field in schemas:
+        if isinstance(schema, (dict, list)):
+            budget = budget or SchemaBudget(options.schema_limits)
+            budget.check(schema, field)
 
 
 def check_response_format(

@@ -494,6 +494,10 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
     )
     body = _Walker(tool_names, rules).walk(req.messages)
     body = _with_reasoning(body, thinking, bool(tools_in), options)
+    fmt = req.output_config.format if req.output_config is not None else None
+    common.check_schema_limits(options, [*((t.input_schema, f"tools.{k}.input_schema") for k, t in enumerate(tools_in)
+                                           if isinstance(t, CustomTool)),
+                                         (fmt.get("schema") if isinstance(fmt, dict) else None, "output_config.format.schema")])
     tc = req.tool_choice
     mode = _tool_choice_mode(tc, options)
     if type(tc) is ToolChoiceAny and req.tools and mode == "auto":  # read as auto (the option): no call required

@@ -514,6 +514,9 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         mode, name = tc, None
     else:
         mode, name = "required", tc.name
+    fmt = req.text.format if req.text is not None else None
+    common.check_schema_limits(options, [*((e.parameters, f"{e.field.removesuffix('.name')}.parameters") for e in entries + found),
+                                         (getattr(fmt, "schema_", None), "text.format.schema")])
     # tool_choice none drops the tools before they are checked (duplicates, schemas): observed.
     tools = () if mode == "none" else _build_tools(entries + found, options.strict_schemas == "enforce")
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):

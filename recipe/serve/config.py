@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recipe.options import SchemaLimits
 from recipe.serve.routing import ROUTING_POLICIES, RoutingWeights
 
 __all__ = ["Timeouts", "ServeConfig"]
@@ -43,6 +44,13 @@ class ServeConfig:
         prepare_inline_bytes: bodies up to this size are prepared on the event loop; larger ones
             (and those reading the conversation store) in a worker thread, so one huge prompt
             never stalls the other streams.
+        prepare_inline_objects: bodies with more JSON objects than this (``{`` counted in the raw
+            bytes, which no escape can hide) are prepared in a worker thread too, whatever their
+            size: a small body can hold a schema whose validation and grammar take seconds.
+        schema_limits: bounds on each request's JSON Schemas (:class:`~recipe.options.SchemaLimits`:
+            ``max_schema_nodes``, ``max_schema_properties``, ``max_enum_values``, ``max_size_bound``,
+            ``max_grammar_bytes``); past one a request is the API's own 400 naming the limit and the
+            field. None keeps the options' own (``Options.schema_limits``; the defaults).
         drain_seconds: at shutdown, how long in-flight streams may run before they are cut.
         routing: how a replica pool picks a replica (``recipe serve --routing``): ``cost`` (default)
             the replica where the request costs least — uncached prefill tokens plus its load
@@ -92,6 +100,8 @@ class ServeConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     max_concurrency: int | None = None
     prepare_inline_bytes: int = 64 * 1024
+    prepare_inline_objects: int = 64
+    schema_limits: SchemaLimits | None = None
     drain_seconds: float = 30.0
     routing: str = "cost"
     routing_weights: RoutingWeights = field(default_factory=RoutingWeights)

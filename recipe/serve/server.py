@@ -210,14 +210,18 @@ class GenerationRoute:
                 await st.learn()
             store = st.scoped(tenant)
             body: Any = raw
-            if len(raw) <= st.config.prepare_inline_bytes and api == "responses":
+            # a large body, or one with many JSON objects (a schema whose checks and grammar take
+            # long), is prepared in a worker thread
+            large = len(raw) > st.config.prepare_inline_bytes or raw.count(b"{") > st.config.prepare_inline_objects
+            if not large and api == "responses":
                 # the parsed value decides, not the bytes (``previous\u005fresponse_id`` is the same
                 # field): a store lookup (SQLite, Redis) never runs on the event loop
                 body = loads_request(raw)
-            if len(raw) > st.config.prepare_inline_bytes or _needs_store(body):
+            if large or _needs_store(body):
                 prep = await asyncio.to_thread(prepare, body, api, options=st.options, store=store, tokenizer=st.tokenizer)
             else:
                 prep = prepare(body, api, options=st.options, store=store, tokenizer=st.tokenizer)
+            await _build_grammar(prep, st.config.constrain, large)
             route = await st.pool.route(_prompt_ids(prep), tenant.salt, prep.model)
             if route.index_failed:
                 m.index_errors.inc()
@@ -275,6 +279,19 @@ class GenerationRoute:
 def _needs_store(body: Any) -> bool:
     """Whether a parsed Responses body names a stored turn (its expansion reads the store)."""
     return isinstance(body, dict) and body.get("previous_response_id") is not None
+
+
+async def _build_grammar(prep: Any, constrain: str, large: bool) -> None:
+    """Build the request's output grammar before it is routed (``--constrain full``), in a worker
+    thread for a large body, so a grammar past ``max_grammar_bytes`` is the API's own 400 and no
+    grammar work runs on the event loop for a large request."""
+    c = prep.output_constraint
+    if constrain != "full" or c is None or c.build_grammar is None:
+        return
+    if large:
+        await asyncio.to_thread(lambda: c.grammar)
+    else:
+        c.grammar  # noqa: B018 - builds and caches it
 
 
 def _body(raw: bytes) -> dict[str, Any]:
@@ -430,6 +447,8 @@ def app(
     pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance, routing=config.routing,
                        weights=config.routing_weights)
     tok = tokenizer if isinstance(tokenizer, Tokenizer) or tokenizer is None else load_tokenizer(tokenizer)
+    if config.schema_limits is not None:
+        options = replace(options, schema_limits=config.schema_limits)
     st = ServerState(pool, options, config, store if store is not None else MemoryStore(), tenants or Tenants(), Metrics(),
                      tok)
     st.metrics.in_flight.set_function(lambda: st.in_flight)  # read when scraped: no per-request update

@@ -26,11 +26,19 @@ _ANSWER = "Hello! I am recipe's demo engine: connect a real engine with `recipe 
 _SCALARS: dict[str, Any] = {"string": "example", "integer": 1, "number": 1.5, "boolean": True, "null": None}
 
 
-def example_value(schema: Any, depth: int = 0) -> Any:
+#: the most array items and string characters one example holds in all (a schema's nested
+#: ``minItems`` multiply: the example stops growing here instead of taking the server's memory)
+EXAMPLE_BUDGET = 10_000
+
+
+def example_value(schema: Any, depth: int = 0, budget: list[int] | None = None) -> Any:
     """A small JSON value valid for common JSON Schemas: ``const``, ``enum``, ``default``, the first
     of ``anyOf`` / ``oneOf`` / a type list, objects with their required properties (all of them
-    when none is required), arrays of ``minItems`` items, strings of ``minLength``. Never raises;
-    unknown shapes give ``{}`` or ``"example"``."""
+    when none is required), arrays of ``minItems`` items, strings of ``minLength`` — at most
+    :data:`EXAMPLE_BUDGET` items and characters in all (past it arrays and strings are shorter than
+    asked). Never raises; unknown shapes give ``{}`` or ``"example"``."""
+    if budget is None:
+        budget = [EXAMPLE_BUDGET]
     if not isinstance(schema, dict) or depth > 8:
         return "example"
     if "const" in schema:
@@ -41,7 +49,7 @@ def example_value(schema: Any, depth: int = 0) -> Any:
         return schema["default"]
     for key in ("anyOf", "oneOf", "allOf"):
         if isinstance(schema.get(key), list) and schema[key]:
-            return example_value(schema[key][0], depth + 1)
+            return example_value(schema[key][0], depth + 1, budget)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
@@ -51,13 +59,17 @@ def example_value(schema: Any, depth: int = 0) -> Any:
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         required = [k for k in schema.get("required") or () if isinstance(k, str)]
         names = required or list(props)
-        return {k: example_value(props.get(k, {}), depth + 1) for k in names}
+        return {k: example_value(props.get(k, {}), depth + 1, budget) for k in names}
     if kind == "array":
         n = schema.get("minItems") if isinstance(schema.get("minItems"), int) else 0
-        return [example_value(schema.get("items", {}), depth + 1) for _ in range(n)]
+        n = max(0, min(n, budget[0]))
+        budget[0] -= n
+        return [example_value(schema.get("items", {}), depth + 1, budget) for _ in range(n)]
     if kind == "string":
         n = schema.get("minLength") if isinstance(schema.get("minLength"), int) else 0
-        return "example" + "x" * max(0, n - 7)
+        n = max(0, min(n - 7, budget[0]))
+        budget[0] -= n
+        return "example" + "x" * n
     if kind in ("integer", "number"):
         low = schema.get("minimum", schema.get("exclusiveMinimum"))
         value = _SCALARS[kind]
@@ -65,6 +77,12 @@ def example_value(schema: Any, depth: int = 0) -> Any:
             value = int(low) + 1 if kind == "integer" else low + 1.5
         return value
     return _SCALARS.get(kind, "example")
+
+
+def _schema_of(tool: Any) -> Any:
+    """The schema a tool's arguments are held to (a strict tool's enforced schema), for its example."""
+    schema = tool.enforced if tool.enforced is not None else tool.parameters
+    return schema if isinstance(schema, dict) and schema else {"type": "object"}
 
 
 def _call(name: str, arguments: dict[str, Any], opened: bool) -> str:
@@ -92,13 +110,13 @@ def demo_text(conv: Conversation, starts_in_tool_calls: bool = False, encoding: 
                  else "The user wants an answer; I will reply briefly.") + "</think>"
     if conv.tools and (not after_tool or starts_in_tool_calls) and encoding in _DSML_FAMILIES:
         tool = conv.tools[0]
-        args = example_value(tool.parameters if isinstance(tool.parameters, dict) and tool.parameters else {"type": "object"})
+        args = example_value(_schema_of(tool))
         if not isinstance(args, dict):
             args = {}
         return think + _call(tool.name, args, starts_in_tool_calls) + EOS
     rf = conv.response_format
     if rf.type == "json_schema":
-        answer = dumps_compact(example_value(rf.schema))
+        answer = dumps_compact(example_value(rf.schema if rf.enforced is None else rf.enforced))
     elif rf.type == "json_object":
         answer = '{"answer": "hello"}'
     elif after_tool:
