@@ -272,12 +272,14 @@ def equivalent_body(api: str, body: dict[str, Any], developer: str = "user") -> 
 
 
 def reads_differently(api: str, body: dict[str, Any]) -> bool:
-    """A Messages body whose ``tool_choice {"type": "any"}`` or ``output_config.format`` recipe honours
-    by default where deepseek-recipe ignores it (``Options.anthropic_tool_choice_any`` / ``anthropic_output_format``)."""
+    """A Messages body whose ``tool_choice {"type": "any"}``, strict tools or ``output_config.format``
+    recipe honours by default where deepseek-recipe ignores them (``Options.anthropic_tool_choice_any``
+    / ``anthropic_strict_tools`` / ``anthropic_output_format``)."""
     if api != "messages":
         return False
-    tc, oc = body.get("tool_choice"), body.get("output_config")
-    return (isinstance(tc, dict) and tc.get("type") == "any" and bool(body.get("tools"))) or (
+    tc, oc, tools = body.get("tool_choice"), body.get("output_config"), body.get("tools")
+    strict = isinstance(tools, list) and any(isinstance(t, dict) and t.get("strict") is True for t in tools)
+    return (isinstance(tc, dict) and tc.get("type") == "any" and bool(tools)) or strict or (
         isinstance(oc, dict) and oc.get("format") is not None)
 
 
