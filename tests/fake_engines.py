@@ -379,6 +379,8 @@ class Script:
         choices: for a request with ``n`` > 1, choice k's ids (default: ``ids`` for each).
         max_model_len: vLLM: the context window ``GET /v1/models`` reports (None: none reported) and
             that a request's prompt plus ``max_tokens`` must fit (else vLLM's 400).
+        vocabulary: vLLM: the vocabulary its ``POST /tokenize`` encodes with (``v4``: DeepSeek-V4's,
+            ``v3``: DeepSeek-V3's, through recipe's tokenizer), or None: no ``/tokenize`` route.
     """
 
     ids: list[int]
@@ -394,6 +396,7 @@ class Script:
     budget: int = 300
     choices: list[list[int]] | None = None
     max_model_len: int | None = None
+    vocabulary: str | None = "v4"
 
 
 @dataclass
@@ -582,8 +585,22 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
             card["max_model_len"] = script.max_model_len
         return JSONResponse({"object": "list", "data": [card]})
 
+    async def tokenize(request: Request) -> Response:  # vLLM's /tokenize: special tokens in the text encoded
+        from recipe.tokenizer import load_tokenizer, load_v3_tokenizer
+
+        if script.vocabulary is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        raw = await request.json()
+        tok = {"v4": load_tokenizer, "v3": load_v3_tokenizer}[script.vocabulary]()
+        ids = tok.encode_with_special_tokens(raw["prompt"])
+        if raw.get("add_special_tokens", True):
+            ids = [tok.special_tokens["<｜begin▁of▁sentence｜>"], *ids]
+        return JSONResponse({"count": len(ids), "max_model_len": script.max_model_len or 163840, "tokens": ids,
+                             "token_strs": None})
+
     return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]),
-                             Route("/v1/models", models, methods=["GET"])])
+                             Route("/v1/models", models, methods=["GET"]),
+                             Route("/tokenize", tokenize, methods=["POST"])])
 
 
 def sglang_app(script: Script, seen: Seen, backend: str = "xgrammar", refusal: str = "error_frame") -> Starlette:

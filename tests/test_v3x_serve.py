@@ -35,7 +35,7 @@ def served(script: Script):
 
 def test_a_v31_request_through_recipe_serve():
     ids = load_v3_tokenizer().encode_with_special_tokens(OUTPUT)
-    with served(Script(ids, chunk=3)) as (s, seen):
+    with served(Script(ids, chunk=3, vocabulary="v3")) as (s, seen):
         client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="x", max_retries=0, timeout=20)
         with client.chat.completions.stream(model="deepseek-v3.1", messages=QUESTION, tools=[WEATHER],
                                             extra_body={"thinking": {"type": "disabled"}}) as stream:

@@ -113,6 +113,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-model-len", type=_positive, metavar="N",
                    help="the engines' context window in tokens (default: the smallest max_model_len the engines "
                         "report at GET /v1/models); requests without max_tokens get the room it leaves")
+    p.add_argument("--vocabulary", choices=("v4", "v3"), default=None,
+                   help="the vocabulary the engines run: v4 (DeepSeek-V4, V4.1) or v3 (DeepSeek-V3, R1, V3.1, V3.2); "
+                        "only its families' models are served (default: learned from vLLM's /tokenize at start, "
+                        "else every family)")
     p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
     p.add_argument("--head-timeout", type=_seconds, default=10.0, metavar="S",
                    help="seconds a connection has to send a complete request head (after connecting or after the "
@@ -220,7 +224,8 @@ def build(ns: argparse.Namespace) -> Any:
         config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
                              constrain=ns.constrain, probe_seconds=ns.probe_seconds,
                              render_only=ns.render_only, routing=ns.routing,
-                             metrics_interval=ns.metrics_interval, max_model_len=ns.max_model_len)
+                             metrics_interval=ns.metrics_interval, max_model_len=ns.max_model_len,
+                             vocabulary=ns.vocabulary)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
     try:

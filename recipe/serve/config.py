@@ -95,6 +95,11 @@ class ServeConfig:
             or broken connection), else ``Options.context_limit``. A request without ``max_tokens``
             gets the room the window leaves; a prompt (plus ``max_tokens``) over it is the API's own
             400 ``context_length_exceeded`` naming the field.
+        vocabulary: the vocabulary the engines run (``recipe serve --vocabulary``): ``v4``
+            (DeepSeek-V4's: the V4 and V4.1 families) or ``v3`` (DeepSeek-V3's: V3, R1, V3.1,
+            V3.2); only its families' model names are served, others get the API's unknown-model
+            400. None: learned from the vLLM replicas at start (``POST /tokenize`` of a probe
+            text), else every family.
     """
 
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -114,8 +119,11 @@ class ServeConfig:
     probe_seconds: float | None = 2.0
     render_only: bool = False
     max_model_len: int | None = None
+    vocabulary: str | None = None
 
     def __post_init__(self) -> None:
+        if self.vocabulary is not None and self.vocabulary not in ("v4", "v3"):
+            raise ValueError(f"vocabulary must be v4 or v3, not {self.vocabulary!r}")
         if self.constrain not in ("off", "format", "full"):
             raise ValueError(f"constrain must be off, format or full, not {self.constrain!r}")
         if self.max_concurrency is not None and self.max_concurrency < 1:

@@ -44,6 +44,7 @@ from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.render import render_routes
 from recipe.serve.tenants import Tenant, Tenants
+from recipe.serve.vocabulary import narrow, vocabulary_of
 from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
@@ -64,30 +65,58 @@ class ServerState:
     def __init__(self, pool: ReplicaPool, options: Options, config: ServeConfig, store: ConversationStore,
                  tenants: Tenants, metrics: Metrics, tokenizer: Tokenizer | None = None) -> None:
         self.pool, self.options, self.config, self.store = pool, options, config, store
-        self.base_options = options  # ``options`` is this with the engines' window (:meth:`learned`)
+        self.base_options = options  # ``options`` is this narrowed to the engines' vocabulary, with their window
         # the replicas that report their served models and window (HTTP engines: ``refresh``)
         self.reporting = [r.engine for r in pool.replicas if callable(getattr(r.engine, "refresh", None))]
-        if config.max_model_len is not None:
-            self.options = replace(options, context_limit=config.max_model_len)
+        #: the vocabularies whose families the server serves (``--vocabulary``, else what the vLLM
+        #: replicas tokenize the probe with), or None: every family (nothing says otherwise)
+        self.vocabularies: tuple[str, ...] | None = (config.vocabulary,) if config.vocabulary else None
+        #: where :attr:`vocabularies` comes from: ``flag``, ``engine`` or ``none`` (every family)
+        self.vocabulary_source = "flag" if config.vocabulary else "none"
+        self.options = self._derive(options.context_limit if config.max_model_len is None else config.max_model_len)
         self.tenants, self.metrics = tenants, metrics
         self.in_flight = 0
         self.drain = Drain()  # the shutdown deadline: ``drain.start(seconds)`` when the server stops
-        self.count_options = replace(options, context_limit=1 << 62)
+        self.count_options = replace(self.options, context_limit=1 << 62)
         # None: each request's model family's own vocabulary (DeepSeek-V4's, or the embedded V3 one for
         # V3 … V3.2), which prepare and the output driver resolve from a per-process cache; a given
         # vocabulary (``--tokenizer``) is used for every request
         self.tokenizer: Tokenizer | None = tokenizer
 
+    def _derive(self, window: int) -> Options:
+        """:attr:`base_options` with context window ``window``, narrowed to :attr:`vocabularies`."""
+        opts = self.base_options if self.vocabularies is None else narrow(self.base_options, self.vocabularies)
+        return opts if window == opts.context_limit else replace(opts, context_limit=window)
+
     def learned(self, engine: Any = None, info: Any = None) -> None:
-        """Size :attr:`options`' context window to the engines' (called when a replica's
-        :class:`~recipe.serve.engines.base.EngineInfo` is read): ``ServeConfig.max_model_len`` when
-        set, else the smallest ``max_model_len`` a replica reported, else the options' own."""
+        """Size :attr:`options`' context window to the engines' and narrow its model table to their
+        vocabulary (called when a replica's :class:`~recipe.serve.engines.base.EngineInfo` is read):
+        the window is ``ServeConfig.max_model_len`` when set, else the smallest ``max_model_len`` a
+        replica reported, else the options' own; the families are ``ServeConfig.vocabulary``'s when
+        set, else those of the vocabularies the replicas' probe ids name (:func:`vocabulary_of`),
+        else every family (no replica tokenizes, or one runs a vocabulary recipe does not know)."""
+        infos = [e.info for e in self.reporting if e.info is not None]
+        changed = False
+        if self.config.vocabulary is None:
+            probed = [i.probe_ids for i in infos if i.probe_ids is not None]
+            names = [vocabulary_of(p) for p in probed]
+            vocabularies = None if not names or None in names else tuple(sorted(set(names)))  # type: ignore[arg-type]
+            if vocabularies != self.vocabularies:
+                self.vocabularies, changed = vocabularies, True
+                self.vocabulary_source = "none" if vocabularies is None else "engine"
+                if vocabularies is None and probed:
+                    _log.warning("an engine tokenizes with a vocabulary recipe does not know; serving every model family")
+                else:
+                    _log.info("the engines serve the %s vocabulary: serving its model families",
+                              ", ".join(vocabularies or ("every",)))
         if self.config.max_model_len is not None:
-            return
-        lens = [e.info.max_model_len for e in self.reporting if e.info is not None and e.info.max_model_len]
-        window = min(lens) if lens else self.base_options.context_limit
-        if window != self.options.context_limit:
-            self.options = replace(self.base_options, context_limit=window)
+            window = self.config.max_model_len
+        else:
+            lens = [i.max_model_len for i in infos if i.max_model_len]
+            window = min(lens) if lens else self.base_options.context_limit
+        if changed or window != self.options.context_limit:
+            self.options = self._derive(window)
+            self.count_options = replace(self.options, context_limit=1 << 62)
 
     async def learn(self) -> None:
         """Read the info of every replica whose info is :attr:`~recipe.serve.engines.http.HTTPEngine.stale`
@@ -98,6 +127,12 @@ class ServerState:
         """The tenant's view of the conversation store (the open server's too: scope ``""``), keyed by
         :func:`~recipe.store.conversations.scope_key`."""
         return ScopedStore(self.store, tenant.name)
+
+
+def _vocabulary(st: ServerState) -> dict[str, Any]:
+    """``/health``'s ``vocabulary``: the vocabularies served (null: every family's) and ``source``:
+    ``flag`` (``--vocabulary``), ``engine`` (learned from the vLLM replicas) or ``none``."""
+    return {"served": list(st.vocabularies) if st.vocabularies is not None else None, "source": st.vocabulary_source}
 
 
 def _prompt_ids(prep: Any) -> list[int]:
@@ -373,7 +408,8 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         tenant = _tenant(request, st, "messages" if request.headers.get("anthropic-version") else "chat")
         if isinstance(tenant, Response):
             return tenant
-        names = sorted({*st.options.models, *st.options.aliases})
+        opts = st.options
+        names = sorted({*opts.models, *opts.aliases})
         if request.headers.get("anthropic-version"):
             data = [{"type": "model", "id": n, "display_name": n, "created_at": "1970-01-01T00:00:00Z"} for n in names]
             return JSONResponse({"data": data, "has_more": False, "first_id": names[0] if names else None,
@@ -386,10 +422,12 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
 
     async def ready(request: Request) -> Response:
         if st.config.render_only:  # a renderer contacts no engine: ready once it is up
-            return JSONResponse({"status": "ok", "in_flight": st.in_flight, "replicas": []})
+            return JSONResponse({"status": "ok", "in_flight": st.in_flight, "replicas": [],
+                                 "vocabulary": _vocabulary(st)})
         now = time.monotonic()
         ok = st.pool.ready()
-        return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": st.in_flight, "replicas": [
+        return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": st.in_flight,
+                             "vocabulary": _vocabulary(st), "replicas": [
             {"name": r.name, "reachable": r.reachable is not False, "ejected": r.ejected(now), "in_flight": r.in_flight}
             for r in st.pool.replicas]}, status_code=200 if ok else 503)
 

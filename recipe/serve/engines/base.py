@@ -18,8 +18,13 @@ from recipe.conversation import ExtraSampling, OutputConstraint
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
 
-__all__ = ["EngineRequest", "EngineDelta", "new_delta", "EngineError", "EngineInfo", "Engine", "ErrorKind", "FINISH_REASONS", "ConstrainLevel",
+__all__ = ["VOCABULARY_PROBE", "EngineRequest", "EngineDelta", "new_delta", "EngineError", "EngineInfo", "Engine", "ErrorKind", "FINISH_REASONS", "ConstrainLevel",
            "CONSTRAIN_LEVELS", "constraint_at"]
+
+#: The text an engine is asked to tokenize to tell which vocabulary it serves (vLLM ``POST /tokenize``,
+#: which encodes the special tokens written in the text): ``<think>`` is a different id in the
+#: DeepSeek-V3 and DeepSeek-V4 vocabularies, and ``｜DSML｜`` is a special token of V4's only.
+VOCABULARY_PROBE = "<think>｜DSML｜</think>"
 
 #: Finish reasons an engine reports; ``abort`` and ``error`` end the request as a failure.
 FINISH_REASONS = ("stop", "length", "abort", "error")
@@ -184,10 +189,13 @@ class EngineInfo:
             model path; SGLang the same): the ``id`` of each entry of its ``GET /v1/models``.
         max_model_len: the engine's context window in tokens (prompt plus completion; vLLM
             ``--max-model-len``, SGLang ``--context-length``), or None when the engine does not say.
+        probe_ids: the engine's token ids for :data:`VOCABULARY_PROBE` (no BOS), which tell the
+            vocabulary it serves; None when the engine does not tokenize on request (SGLang).
     """
 
     models: tuple[str, ...] = ()
     max_model_len: int | None = None
+    probe_ids: tuple[int, ...] | None = None
 
 
 @runtime_checkable

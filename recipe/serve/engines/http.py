@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 from collections.abc import AsyncIterator, Callable
@@ -313,6 +314,7 @@ class HTTPEngine:
             if response.status_code >= 400:
                 raise map_status(response.status_code, response.content)
             info = parse_models(response.content)
+            info = dataclasses.replace(info, probe_ids=await self.probe_ids(info))
         except EngineError as err:
             _log.warning("engine %s: GET /v1/models did not give its models and context window: %s", self.name,
                          err.message)
@@ -322,6 +324,12 @@ class HTTPEngine:
         for callback in self._watchers:
             callback(self, info)
         return info
+
+    async def probe_ids(self, info: EngineInfo) -> tuple[int, ...] | None:
+        """The engine's token ids for :data:`~recipe.serve.engines.base.VOCABULARY_PROBE`, or None
+        when it does not tokenize on request (this default; vLLM's connector asks its ``/tokenize``).
+        Never raises."""
+        return None
 
     def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
         """One upstream request for ``req`` carrying ``grammar`` (None: the plain format fields, if any).

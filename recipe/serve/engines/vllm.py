@@ -25,8 +25,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx
+import orjson
+
 from recipe.conversation import ExtraSampling
-from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
+from recipe.serve.engines.base import VOCABULARY_PROBE, EngineDelta, EngineError, EngineInfo, EngineRequest
 from recipe.serve.engines.http import HTTPEngine, error_frame, sse_objects, structured_output
 
 if TYPE_CHECKING:
@@ -133,6 +136,23 @@ class VLLMEngine(HTTPEngine):
 
     path = "/v1/completions"
     serves_n = True
+
+    async def probe_ids(self, info: EngineInfo) -> tuple[int, ...] | None:
+        """vLLM's ids for :data:`~recipe.serve.engines.base.VOCABULARY_PROBE`: ``POST /tokenize``
+        (``add_special_tokens`` false: no BOS; special tokens in the text are encoded as such), or
+        None when it does not answer a token list (an engine started with ``--skip-tokenizer-init``,
+        an older server). Never raises."""
+        body: dict[str, Any] = {"prompt": VOCABULARY_PROBE, "add_special_tokens": False}
+        if info.models:
+            body["model"] = info.models[0]
+        try:
+            response = await self._client.post("/tokenize", json=body, timeout=self._info_timeout)
+            tokens = orjson.loads(response.content).get("tokens") if response.status_code == 200 else None
+        except (httpx.HTTPError, orjson.JSONDecodeError, AttributeError):
+            return None
+        if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
+            return None
+        return tuple(tokens)
 
     def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
         """One ``/v1/completions`` stream for ``req`` (see :meth:`HTTPEngine.generate`); with
