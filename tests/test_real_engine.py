@@ -79,6 +79,18 @@ def test_the_engine_reports_its_window_and_model(server, vllm):
     assert e.info.models == (SERVED,) and e.info.max_model_len == MAX_MODEL_LEN
 
 
+def test_only_the_families_of_the_engines_vocabulary_are_served(server):
+    """The engine runs DeepSeek-V4's vocabulary (its /tokenize says so): a DeepSeek-V3 request, whose
+    ids would be another vocabulary's, is the API's own 400 on ``model``, and /v1/models omits it."""
+    assert server.state.vocabularies == ("v4",) and server.state.vocabulary_source == "engine"
+    client = _oai(server.url)
+    names = {m.id for m in client.models.list()}
+    assert "deepseek-v4-flash" in names and "deepseek-v3" not in names and "deepseek-r1" not in names
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.chat.completions.create(model="deepseek-v3", messages=[{"role": "user", "content": "Hi"}], max_tokens=5)
+    assert exc.value.body["param"] == "model"
+
+
 def test_three_apis_streamed_and_whole_agree_token_for_token(server, vllm):
     """Greedy decoding: each API's stream and whole answer carry the same text and usage, and the
     prompt the engine counted is recipe's own prompt."""
