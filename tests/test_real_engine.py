@@ -244,6 +244,9 @@ def _stop_in(text: str) -> str:
     return words[2]
 
 
+KEPT = 6  # socket ends a few pooled connections may hold open (see below)
+
+
 def test_an_answer_recipe_ends_at_a_stop_string_ends_the_engine_request(server, vllm):
     """recipe ends the answer at the stop string (the engine never sees it); vLLM must stop
     generating within a second — for every request, leaving no connection open."""
@@ -274,10 +277,14 @@ def test_an_answer_recipe_ends_at_a_stop_string_ends_the_engine_request(server, 
         else:
             assert out.choices[0].finish_reason == "stop"
     assert _idle(vllm, 1.0) <= 1.0
+    # A connection left open per request (the defect: one per answer recipe ended) would grow with
+    # the requests; what may stay is a constant: open_sockets counts both ends of a loopback
+    # connection, and the engine client keeps its pooled keep-alive connection, which the background
+    # health probe and load scrape also reach the engine through (at most 3 connections, 6 ends).
     deadline = time.monotonic() + 3
-    while open_sockets(port) > before + 1 and time.monotonic() < deadline:
+    while open_sockets(port) > before + KEPT and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert open_sockets(port) <= before + 1  # (the pooled keep-alive connection at most)
+    assert open_sockets(port) <= before + KEPT < i
 
 
 def test_lark_grammar_on_the_guidance_backend(vllm_guidance):
