@@ -37,10 +37,22 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from recipe.encodings.dsml_reference import (
+    CallSyntax,
+    Param,
+    drop_thinking_messages,
+    fmt,
+    ids_of,
+    last_user_index,
+    params,
+    render_tool_calls,
+    text_of,
+)
+from recipe.encodings.dsml_reference import to_json as _to_json
 from recipe.encodings.v3_shared.constants import ASSISTANT, BOS, EOS, THINK_END, THINK_START, USER
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
-from recipe.prompt import Prompt, encode_prompt
-from recipe.tokenizer import Tokenizer, load_v3_tokenizer
+from recipe.prompt import Prompt
+from recipe.tokenizer import load_v3_tokenizer
 
 __all__ = ["render_messages", "encode_messages", "encode_messages_to_ids", "tools_block", "RESPONSE_FORMAT_HEAD"]
 
@@ -80,19 +92,9 @@ _MODES = ("chat", "thinking")
 
 
 def to_json(value: Any) -> str:
-    """Python ``json.dumps`` with non-ASCII kept (``", "`` / ``": "``), as the reference's ``to_json``."""
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        try:
-            return json.dumps(value, ensure_ascii=True)
-        except (TypeError, ValueError) as exc:
-            raise ChatTemplateError(f"value is not JSON-serialisable: {exc}") from exc
-
-
-def _fmt(value: Any) -> str:
-    """``value`` as ``str.format`` inserts it (``None`` -> ``"None"``)."""
-    return value if type(value) is str else format(value)
+    """Python ``json.dumps`` with non-ASCII kept (``", "`` / ``": "``), as the reference's ``to_json``.
+    Raises :class:`ChatTemplateError` for a value it cannot print."""
+    return _to_json(value, ChatTemplateError)
 
 
 def tools_block(out: Out, functions: Sequence[str]) -> None:
@@ -122,61 +124,21 @@ def _sections(out: Out, msg: Message) -> None:
         out.text(to_json(response_format))
 
 
-def _arguments(raw: Any) -> list[tuple[str, str, str]]:
-    """``(key, "true"|"false", value)`` per argument of a call (``json.loads`` of the text)."""
+def _arguments(raw: Any) -> list[Param]:
+    """The parameters of a call (``json.loads`` of the text; a dict as it is)."""
     try:
         args = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError as exc:
         raise ChatTemplateError(f"tool call arguments are not JSON: {exc}") from exc
     if not isinstance(args, dict):
         raise ChatTemplateError("tool call arguments must be a JSON object")
-    return [(_fmt(k), "true" if isinstance(v, str) else "false", v if isinstance(v, str) else to_json(v)) for k, v in args.items()]
+    return params(args, ChatTemplateError)
 
 
-def _calls(out: Out, calls: Sequence[Any]) -> None:
-    """``\\n\\n<｜DSML｜function_calls>`` … ``</｜DSML｜function_calls>`` for an assistant's calls."""
-    try:
-        parsed = [(c["function"]["name"], _arguments(c["function"]["arguments"])) for c in calls]
-    except (KeyError, TypeError) as exc:
-        raise ChatTemplateError(f"malformed tool call: {exc!r}") from exc
-    out.lit(f"\n\n<{_DSML}function_calls>\n")
-    for i, (name, params) in enumerate(parsed):
-        if i:
-            out.lit("\n")
-        out.lit(f'<{_DSML}invoke name="')
-        out.text(_fmt(name))
-        out.lit('">\n')
-        for j, (key, is_str, value) in enumerate(params):
-            if j:
-                out.lit("\n")
-            out.lit(f'<{_DSML}parameter name="')
-            out.text(key)
-            out.lit(f'" string="{is_str}">')
-            out.text(value)
-            out.lit(f"</{_DSML}parameter>")
-        out.lit(f"\n</{_DSML}invoke>")
-    out.lit(f"\n</{_DSML}function_calls>")
-
-
-def _last_user(messages: Sequence[Message]) -> int:
-    for idx in range(len(messages) - 1, -1, -1):
-        if messages[idx].get("role") in ("user", "developer"):
-            return idx
-    return -1
-
-
-def _drop_thinking(messages: Sequence[Message]) -> list[Message]:
-    """Before the last user message keep user/system/tool messages and assistants (without their
-    reasoning); other roles there (``developer``, unknown) are removed, as the reference does."""
-    last = _last_user(messages)
-    out: list[Message] = []
-    for idx, msg in enumerate(messages):
-        role = msg.get("role")
-        if role in ("user", "system", "tool") or idx >= last:
-            out.append(msg)
-        elif role == "assistant":
-            out.append({k: v for k, v in msg.items() if k != "reasoning_content"})
-    return out
+#: V3.2's tool calls: ``function_calls`` blocks, arguments read as above.
+_CALLS = CallSyntax("function_calls", "invoke", "parameter", _arguments)
+#: Roles kept before the last user message when reasoning is dropped.
+_KEEP_ROLES = ("user", "system", "tool")
 
 
 def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, last_user: int,
@@ -189,7 +151,7 @@ def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, 
     role = msg.get("role")
     content = msg.get("content")
     if role == "system":
-        out.content(index, _fmt(content or ""))
+        out.content(index, fmt(content or ""))
         _sections(out, msg)
     elif role == "developer":
         if not content:
@@ -197,12 +159,12 @@ def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, 
         out.special(USER)
         _sections(out, msg)
         out.lit(_DEVELOPER_HEAD)
-        out.content(index, _fmt(content))
+        out.content(index, fmt(content))
         out.special(ASSISTANT)
         out.special(THINK_START if index == last_user and thinking else THINK_END)
     elif role == "user":
         out.special(USER)
-        out.content(index, _fmt(content))
+        out.content(index, fmt(content))
         out.special(ASSISTANT)
         out.special(THINK_START if index == last_user and thinking else THINK_END)
     elif role == "tool":
@@ -220,7 +182,7 @@ def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, 
         if order == 1:
             out.lit("\n\n<function_results>")
         out.lit("\n<result>")
-        out.content(index, _fmt(content))
+        out.content(index, fmt(content))
         out.lit("</result>")
         if order == len(calls):
             out.lit("\n</function_results>\n\n")
@@ -233,11 +195,11 @@ def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, 
                 raise ChatTemplateError(
                     f"thinking mode: assistant message {index} after the last user message has neither "
                     "reasoning_content nor tool_calls")
-            out.text(_fmt(reasoning or ""))
+            out.text(fmt(reasoning or ""))
             out.special(THINK_END)
-        out.content(index, _fmt(content or ""))
+        out.content(index, fmt(content or ""))
         if calls:
-            _calls(out, calls)
+            render_tool_calls(out, calls, _CALLS, ChatTemplateError)
         out.special(EOS)
     else:
         raise ChatTemplateError(f"unknown role: {role!r}")
@@ -288,44 +250,27 @@ def render_messages(
     if add_default_bos_token and not context:
         out.special(BOS)
     if thinking_mode == "thinking" and drop_thinking:
-        full = _drop_thinking(full)
+        # before the last user message: no reasoning, no developer (or unknown-role) messages
+        full = drop_thinking_messages(full, last_user_index(full), _KEEP_ROLES)
     if messages and thinking_mode not in _MODES:
         raise ChatTemplateError(f"invalid thinking_mode {thinking_mode!r}; expected 'chat' or 'thinking'")
     thinking = thinking_mode == "thinking"
-    last_user = _last_user(full)
+    last_user = last_user_index(full)
     for idx in range(len(context), len(context) + len(messages)):
         out.mark(idx)
         _message(out, idx, full, thinking, last_user, require_reasoning)
     return out.finish(messages, continue_final_message, len(context))
 
 
-def encode_messages(
-    messages: Sequence[Message],
-    thinking_mode: str,
-    context: Sequence[Message] | None = None,
-    drop_thinking: bool = True,
-    add_default_bos_token: bool = True,
-) -> str:
-    """The prompt text of DeepSeek's V3.2 ``encode_messages``, byte for byte (arguments and errors as
-    :func:`render_messages`). For token ids use :func:`encode_messages_to_ids`, never a
-    special-token-aware encode of this text (message text may contain special-token spellings)."""
-    return render_messages(messages, thinking_mode, context, drop_thinking, add_default_bos_token).text
+encode_messages = text_of(render_messages, """The prompt text of DeepSeek's V3.2 ``encode_messages``,
+byte for byte (arguments and errors as :func:`render_messages`). For token ids use
+:func:`encode_messages_to_ids`, never a special-token-aware encode of this text (message text may
+contain special-token spellings).""")
 
+encode_messages_to_ids = ids_of(render_messages, load_v3_tokenizer, """Token ids of :func:`encode_messages`'s
+prompt under the V3 vocabulary (default; ``tokenizer=`` another): special ids only where the encoder
+writes its special tokens, message text always ordinary text.
 
-def encode_messages_to_ids(
-    messages: Sequence[Message],
-    thinking_mode: str,
-    *,
-    tokenizer: Tokenizer | None = None,
-    context: Sequence[Message] | None = None,
-    drop_thinking: bool = True,
-    add_default_bos_token: bool = True,
-) -> list[int]:
-    """Token ids of :func:`encode_messages`'s prompt under the V3 vocabulary (default): special ids
-    only where the encoder writes its special tokens, message text always ordinary text.
-
-    Raises:
-        ChatTemplateError: as :func:`render_messages`.
-    """
-    prompt = render_messages(messages, thinking_mode, context, drop_thinking, add_default_bos_token)
-    return encode_prompt(tokenizer if tokenizer is not None else load_v3_tokenizer(), prompt)
+Raises:
+    ChatTemplateError: as :func:`render_messages`.
+""")

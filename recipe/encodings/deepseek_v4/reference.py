@@ -39,7 +39,6 @@ from typing import Any
 from recipe.encodings.deepseek_v4.constants import (
     ASSISTANT,
     BOS,
-    DSML,
     EOS,
     LATEST_REMINDER,
     TASK_TOKENS,
@@ -48,14 +47,22 @@ from recipe.encodings.deepseek_v4.constants import (
     THINK_START,
     USER,
 )
-from recipe.encodings.deepseek_v4.render import (
-    EFFORT_TEXTS,
-    V4_DIALECT,
-    Dialect,
-    template_segments,
+from recipe.encodings.deepseek_v4.render import EFFORT_TEXTS, V4_DIALECT, Dialect, template_segments
+from recipe.encodings.dsml_reference import (
+    CallSyntax,
+    Param,
+    drop_thinking_messages,
+    fmt,
+    get,
+    ids_of,
+    last_user_index,
+    params,
+    render_tool_calls,
+    text_of,
+    to_json,
 )
-from recipe.prompt import Prompt, Segment, Special, Text, encode_prompt
-from recipe.tokenizer import Tokenizer, load_tokenizer
+from recipe.prompt import Prompt, Segment, Special, Text
+from recipe.tokenizer import load_tokenizer
 
 __all__ = [
     "ReferenceEncodingError",
@@ -111,24 +118,8 @@ class _Out:
 
 
 # ---------------------------------------------------------------------------------------------
-# Value helpers
+# Value helpers (the others are :mod:`recipe.encodings.dsml_reference`'s)
 # ---------------------------------------------------------------------------------------------
-
-
-def _fmt(value: Any) -> str:
-    """``value`` as ``str.format`` would insert it (``None`` -> ``"None"``, like the reference)."""
-    return value if type(value) is str else format(value)
-
-
-def _to_json(value: Any) -> str:
-    """Python ``json.dumps`` with ``", "``/``": "`` separators, non-ASCII kept (reference ``to_json``)."""
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        try:
-            return json.dumps(value, ensure_ascii=True)
-        except (TypeError, ValueError) as exc:
-            raise ReferenceEncodingError(f"value is not JSON-serialisable: {exc}") from exc
 
 
 def _require_str(value: Any, what: str) -> str:
@@ -137,20 +128,25 @@ def _require_str(value: Any, what: str) -> str:
     return value
 
 
-def _get(obj: Any, key: str, what: str) -> Any:
-    """``obj[key]`` for a mapping, else :class:`ReferenceEncodingError`."""
-    if not isinstance(obj, Mapping) or key not in obj:
-        raise ReferenceEncodingError(f"{what} has no {key!r}")
-    return obj[key]
-
-
 # ---------------------------------------------------------------------------------------------
 # Preprocessing: tool messages -> user content blocks, result order, dropped thinking
 # ---------------------------------------------------------------------------------------------
 
 
-def _merge_tool_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Fold ``tool`` messages (and runs of user messages) into user messages with ``content_blocks``."""
+def _user_turn(msg: Message) -> dict[str, Any]:
+    """A user message as a merged user turn: its content as one text block (V4 keeps only the
+    ``task``, ``wo_eos`` and ``mask`` keys besides)."""
+    content = msg.get("content", "")
+    turn = {"role": "user", "content": content, "content_blocks": [{"type": "text", "text": content}]}
+    for key in ("task", "wo_eos", "mask"):
+        if key in msg:
+            turn[key] = msg[key]
+    return turn
+
+
+def _merge_tool_messages(messages: Sequence[Message], user_turn: Callable[[Message], dict[str, Any]] = _user_turn) -> list[dict[str, Any]]:
+    """Fold ``tool`` messages into user messages as ``tool_result`` content blocks; consecutive user
+    turns (as ``user_turn`` makes them) merge their blocks, except into one with a ``task``."""
     merged: list[dict[str, Any]] = []
     for i, msg in enumerate(messages):
         if not isinstance(msg, Mapping):
@@ -165,15 +161,11 @@ def _merge_tool_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             else:
                 merged.append({"role": "user", "content_blocks": [block]})
         elif role == "user":
-            block = {"type": "text", "text": msg.get("content", "")}
+            turn = user_turn(msg)
             if joinable and last.get("task") is None:
-                last["content_blocks"].append(block)
+                last["content_blocks"].extend(turn["content_blocks"])
             else:
-                new = {"role": "user", "content": msg.get("content", ""), "content_blocks": [block]}
-                for key in ("task", "wo_eos", "mask"):
-                    if key in msg:
-                        new[key] = msg[key]
-                merged.append(new)
+                merged.append(turn)
         else:
             merged.append(dict(msg))
     return merged
@@ -212,29 +204,8 @@ def _sort_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def _last_user_index(messages: Sequence[Message]) -> int:
-    """Index of the last ``user`` or ``developer`` message, or -1."""
-    for idx in range(len(messages) - 1, -1, -1):
-        if messages[idx].get("role") in ("user", "developer"):
-            return idx
-    return -1
-
-
+#: Roles kept before the last user message when reasoning is dropped (V4 and V4.1).
 _KEEP_ROLES = frozenset({"user", "system", "tool", "latest_reminder", "direct_search_results"})
-
-
-def _drop_thinking(messages: Sequence[dict[str, Any]], last_user_index: Callable[[Sequence[Message]], int] = _last_user_index) -> list[dict[str, Any]]:
-    """Before the last user message (as ``last_user_index`` finds it): strip assistants' reasoning,
-    remove developer and other messages not in :data:`_KEEP_ROLES` (V4 and V4.1 reference rule)."""
-    last_user = last_user_index(messages)
-    out: list[dict[str, Any]] = []
-    for idx, msg in enumerate(messages):
-        role = msg.get("role")
-        if role in _KEEP_ROLES or idx >= last_user:
-            out.append(msg)
-        elif role == "assistant":
-            out.append({k: v for k, v in msg.items() if k != "reasoning_content"})
-    return out
 
 
 def _plan(
@@ -242,10 +213,11 @@ def _plan(
     msgs: list[dict[str, Any]],
     thinking_mode: str,
     drop_thinking: bool,
-    last_user_index: Callable[[Sequence[Message]], int] = _last_user_index,
+    last_user: Callable[[Sequence[Message]], int] = last_user_index,
 ) -> tuple[list[dict[str, Any]], int, int, bool]:
     """``(full, start, count, effective_drop)``: the merged context + messages with tool results
-    ordered and, in thinking mode, reasoning dropped; render ``full[start:start + count]``.
+    ordered and, in thinking mode, reasoning dropped before the last user message (as ``last_user``
+    finds it); render ``full[start:start + count]``.
 
     Reasoning is dropped only when no message declares tools. The reference counts what to render
     as len(dropped full) - len(dropped context), each dropped on its own; the two can disagree
@@ -254,8 +226,8 @@ def _plan(
     full = _sort_tool_results(ctx + msgs)
     effective_drop = drop_thinking and not any(m.get("tools") for m in full)
     if thinking_mode == "thinking" and effective_drop:
-        full = _drop_thinking(full, last_user_index)
-        count = len(full) - len(_drop_thinking(ctx, last_user_index))
+        full = drop_thinking_messages(full, last_user(full), _KEEP_ROLES)
+        count = len(full) - len(drop_thinking_messages(ctx, last_user(ctx), _KEEP_ROLES))
         return full, len(full) - count, count, effective_drop
     return full, len(ctx), len(msgs), effective_drop
 
@@ -271,16 +243,44 @@ def _render_tools_and_format(out: _Out, msg: Message, d: Dialect = V4_DIALECT) -
     tools = msg.get("tools")
     if tools:
         out.segs.extend(d.tools_head)
-        out.text("\n".join(_to_json(_get(t, "function", "a tool")) for t in tools))
+        out.text("\n".join(to_json(get(t, "function", "a tool", ReferenceEncodingError), ReferenceEncodingError)
+                           for t in tools))
         out.segs.extend(d.tools_tail)
     response_format = msg.get("response_format")
     if response_format:
         out.lit(_RESPONSE_FORMAT_HEAD)
-        out.text(_to_json(response_format))
+        out.text(to_json(response_format, ReferenceEncodingError))
 
 
-def _render_user_blocks(out: _Out, blocks: Sequence[Any]) -> None:
-    """User content blocks joined by blank lines; tool results wrapped in ``<tool_result>``."""
+#: The type of a user content block that stands for an image (V4.1's reference turns image blocks
+#: into these; rendered as "[Unsupported __image__]" where no image placeholder is given).
+IMAGE_BLOCK = "__image__"
+
+
+def _tool_result_text(out: _Out, result: Any) -> None:
+    """A tool result's text: a list of parts joined by blank lines (non-text parts as
+    ``[Unsupported …]``), one text segment."""
+    if isinstance(result, list):
+        parts = []
+        for part in result:
+            if not isinstance(part, Mapping):
+                raise ReferenceEncodingError("a tool result part is not a dict")
+            if part.get("type") == "text":
+                parts.append(_require_str(part.get("text", ""), "tool result text"))
+            else:
+                parts.append(f"[Unsupported {fmt(part.get('type'))}]")
+        result = "\n\n".join(parts)
+    out.text(fmt(result))
+
+
+def _render_user_blocks(
+    out: _Out,
+    blocks: Sequence[Any],
+    tool_result: Callable[[_Out, Any], None] = _tool_result_text,
+    image: str | None = None,
+) -> None:
+    """User content blocks joined by blank lines: text, tool results (``tool_result`` writes the
+    content) wrapped in ``<tool_result>``, :data:`IMAGE_BLOCK` s as the special token ``image``."""
     for i, block in enumerate(blocks):
         if i:
             out.lit("\n\n")
@@ -290,68 +290,28 @@ def _render_user_blocks(out: _Out, blocks: Sequence[Any]) -> None:
         if kind == "text":
             out.text(_require_str(block.get("text", ""), "user content"))
         elif kind == "tool_result":
-            result = block.get("content", "")
-            if isinstance(result, list):
-                parts = []
-                for part in result:
-                    if not isinstance(part, Mapping):
-                        raise ReferenceEncodingError("a tool result part is not a dict")
-                    if part.get("type") == "text":
-                        parts.append(_require_str(part.get("text", ""), "tool result text"))
-                    else:
-                        parts.append(f"[Unsupported {_fmt(part.get('type'))}]")
-                result = "\n\n".join(parts)
             out.lit("<tool_result>")
-            out.text(_fmt(result))
+            tool_result(out, block.get("content", ""))
             out.lit("</tool_result>")
+        elif kind == IMAGE_BLOCK and image is not None:
+            out.special(image)
         else:
-            out.text(f"[Unsupported {_fmt(kind)}]")
+            out.text(f"[Unsupported {fmt(kind)}]")
 
 
-def _params(args: Mapping[Any, Any]) -> list[tuple[str, str, str]]:
-    """``(name, "true"|"false", value)`` per argument: strings as they are, other values as JSON."""
-    return [(_fmt(k), "true" if isinstance(v, str) else "false", v if isinstance(v, str) else _to_json(v)) for k, v in args.items()]
-
-
-def _dsml_arguments(raw: Any) -> list[tuple[str, str, str]]:
-    """:func:`_params` of the parsed arguments; unparsable arguments become one ``arguments`` string."""
+def _dsml_arguments(raw: Any) -> list[Param]:
+    """The parameters of the parsed arguments; unparsable arguments become one ``arguments`` string."""
     try:
         args = json.loads(raw)
     except Exception:  # noqa: BLE001 - the reference wraps anything json.loads refuses
         args = {"arguments": raw}
     if not isinstance(args, dict):
         raise ReferenceEncodingError(f"tool call arguments must be a JSON object, got {type(args).__name__}")
-    return _params(args)
+    return params(args, ReferenceEncodingError)
 
 
-def _render_tool_calls(
-    out: _Out,
-    calls: Sequence[Any],
-    d: Dialect = V4_DIALECT,
-    arguments: Callable[[Any], list[tuple[str, str, str]]] = _dsml_arguments,
-) -> None:
-    """``\\n\\n<｜DSML｜tool_calls>`` block (tag names as ``d`` spells them) with one ``invoke`` per call;
-    an invoke without parameters has a blank line (both reference encoders)."""
-    out.lit(f"\n\n<{DSML}{d.calls}>\n")
-    for i, call in enumerate(calls):
-        fn = _get(call, "function", "a tool call")
-        name = _get(fn, "name", "a tool call's function")
-        params = arguments(_get(fn, "arguments", "a tool call's function"))
-        if i:
-            out.lit("\n")
-        out.lit(f'<{DSML}{d.invoke} name="')
-        out.text(_fmt(name))
-        out.lit('">\n')
-        for j, (key, is_str, value) in enumerate(params):
-            if j:
-                out.lit("\n")
-            out.lit(f'<{DSML}{d.parameter} name="')
-            out.text(key)
-            out.lit(f'" string="{is_str}">')
-            out.text(value)
-            out.lit(f"</{DSML}{d.parameter}>")
-        out.lit(f"\n</{DSML}{d.invoke}>")
-    out.lit(f"\n</{DSML}{d.calls}>")
+#: V4's tool calls: its tag names, arguments parsed as above.
+V4_CALLS = CallSyntax(V4_DIALECT.calls, V4_DIALECT.invoke, V4_DIALECT.parameter, _dsml_arguments)
 
 
 def _render_assistant(
@@ -362,21 +322,20 @@ def _render_assistant(
     thinking: bool,
     drop_thinking: bool,
     emit: Callable[[_Out, Any], None],
-    d: Dialect = V4_DIALECT,
-    arguments: Callable[[Any], list[tuple[str, str, str]]] = _dsml_arguments,
+    syntax: CallSyntax = V4_CALLS,
 ) -> None:
     """An assistant message: reasoning + ``</think>`` when kept (thinking mode, not after a task,
-    after the last user message unless nothing is dropped), content via ``emit``, tool calls, EOS
-    unless ``wo_eos``."""
+    after the last user message unless nothing is dropped), content via ``emit``, tool calls in
+    ``syntax``, EOS unless ``wo_eos``."""
     msg = messages[index]
     prev_has_task = index >= 1 and messages[index - 1].get("task") is not None
     if thinking and not prev_has_task and (not drop_thinking or index > last_user):
-        out.text(_fmt(msg.get("reasoning_content") or ""))
+        out.text(fmt(msg.get("reasoning_content") or ""))
         out.special(THINK_END)
     emit(out, msg.get("content") or "")
     calls = msg.get("tool_calls")
     if calls:
-        _render_tool_calls(out, calls, d, arguments)
+        render_tool_calls(out, calls, syntax, ReferenceEncodingError)
     if not msg.get("wo_eos", False):
         out.special(EOS)
 
@@ -409,7 +368,7 @@ def _render_transition(
 
 
 def _emit_text(out: _Out, value: Any) -> None:
-    out.text(_fmt(value))
+    out.text(fmt(value))
 
 
 def _render_message(
@@ -429,7 +388,7 @@ def _render_message(
         out.lit(_EFFORT_MAX_PREFIX)
 
     if role == "system":
-        out.text(_fmt(content or ""))
+        out.text(fmt(content or ""))
         _render_tools_and_format(out, msg)
     elif role == "developer":
         if not content:
@@ -446,7 +405,7 @@ def _render_message(
             out.text(_require_str(content or "", "user content"))
     elif role == "latest_reminder":
         out.special(LATEST_REMINDER)
-        out.text(_fmt(content))
+        out.text(fmt(content))
     elif role == "assistant":
         _render_assistant(out, index, messages, last_user, thinking, drop_thinking, _emit_text)
     else:
@@ -500,67 +459,33 @@ def render_messages(
             raise ReferenceEncodingError(f"invalid thinking_mode {thinking_mode!r}; expected 'chat' or 'thinking'")
         if reasoning_effort not in _EFFORTS:
             raise ReferenceEncodingError(f"invalid reasoning_effort {reasoning_effort!r}; expected None, 'high' or 'max'")
-        last_user = _last_user_index(full)
+        last_user = last_user_index(full)
         thinking = thinking_mode == "thinking"
         for index in range(start, start + count):
             _render_message(out, index, full, last_user, thinking, effective_drop, reasoning_effort)
     return Prompt(tuple(out.segs))
 
 
-def encode_messages(
-    messages: Sequence[Message],
-    thinking_mode: str,
-    context: Sequence[Message] | None = None,
-    drop_thinking: bool = True,
-    add_default_bos_token: bool = True,
-    reasoning_effort: str | None = None,
-) -> str:
-    """The prompt text of DeepSeek's reference ``encode_messages`` (``encoding_dsv4.py``), byte for byte.
+encode_messages = text_of(render_messages, """The prompt text of DeepSeek's reference ``encode_messages``
+(``encoding_dsv4.py``), byte for byte.
 
-    Arguments and errors as :func:`render_messages`. The text spells special tokens out; to get
-    token ids use :func:`encode_messages_to_ids`, never a special-token-aware encode of this text
-    (message text may itself contain special-token spellings).
-    """
-    return render_messages(
-        messages,
-        thinking_mode,
-        context=context,
-        drop_thinking=drop_thinking,
-        add_default_bos_token=add_default_bos_token,
-        reasoning_effort=reasoning_effort,
-    ).text
+Arguments and errors as :func:`render_messages`. The text spells special tokens out; to get token ids
+use :func:`encode_messages_to_ids`, never a special-token-aware encode of this text (message text
+may itself contain special-token spellings).
+""")
 
+encode_messages_to_ids = ids_of(render_messages, load_tokenizer, """Token ids of :func:`encode_messages`'s
+prompt, safe against special-token spellings in messages.
 
-def encode_messages_to_ids(
-    messages: Sequence[Message],
-    thinking_mode: str,
-    *,
-    tokenizer: Tokenizer | None = None,
-    context: Sequence[Message] | None = None,
-    drop_thinking: bool = True,
-    add_default_bos_token: bool = True,
-    reasoning_effort: str | None = None,
-) -> list[int]:
-    """Token ids of :func:`encode_messages`'s prompt, safe against special-token spellings in messages.
+Only the template's own special tokens (:data:`REFERENCE_SPECIALS`) become special ids; all
+message-derived text is encoded with ``encode_ordinary``. For messages whose text contains no
+added-token spelling the ids equal HF ``tokenizers``' encoding of the prompt text.
 
-    Only the template's own special tokens (:data:`REFERENCE_SPECIALS`) become special ids; all
-    message-derived text is encoded with ``encode_ordinary``. For messages whose text contains no
-    added-token spelling the ids equal HF ``tokenizers``' encoding of the prompt text.
+Args:
+    tokenizer: the vocabulary (default: the embedded DeepSeek-V4 ``tokenizer.json``).
+    others: as :func:`render_messages`.
 
-    Args:
-        tokenizer: the vocabulary (default: the embedded DeepSeek-V4 ``tokenizer.json``).
-        others: as :func:`render_messages`.
-
-    Raises:
-        ReferenceEncodingError: as :func:`render_messages`.
-        KeyError: ``tokenizer`` lacks one of the template's special tokens.
-    """
-    prompt = render_messages(
-        messages,
-        thinking_mode,
-        context=context,
-        drop_thinking=drop_thinking,
-        add_default_bos_token=add_default_bos_token,
-        reasoning_effort=reasoning_effort,
-    )
-    return encode_prompt(tokenizer if tokenizer is not None else load_tokenizer(), prompt)
+Raises:
+    ReferenceEncodingError: as :func:`render_messages`.
+    KeyError: ``tokenizer`` lacks one of the template's special tokens.
+""")

@@ -45,23 +45,25 @@ from recipe.encodings.deepseek_v4.constants import (
     USER,
 )
 
-# shared with the V4 reference encoder: segment accumulator, value helpers, tool-result order,
-# dropped reasoning, the tools section, tool calls, assistant turns and turn transitions
+# shared with the V4 reference encoder: segment accumulator, merged tool messages, tool-result
+# order, dropped reasoning, the tools section, user blocks, assistant turns and turn transitions
 from recipe.encodings.deepseek_v4.reference import (
+    IMAGE_BLOCK,
     ReferenceEncodingError,
-    _fmt,
+    _merge_tool_messages,
     _Out,
-    _params,
     _plan,
     _render_assistant,
     _render_tools_and_format,
     _render_transition,
+    _render_user_blocks,
     _require_str,
 )
 from recipe.encodings.deepseek_v41.constants import REFERENCE_IMAGE, SYSTEM
 from recipe.encodings.deepseek_v41.render import EFFORT_LINE, V41_DIALECT
-from recipe.prompt import Prompt, encode_prompt
-from recipe.tokenizer import Tokenizer, load_tokenizer
+from recipe.encodings.dsml_reference import CallSyntax, Param, fmt, ids_of, params
+from recipe.prompt import Prompt
+from recipe.tokenizer import load_tokenizer
 
 __all__ = [
     "ReferenceEncodingError",
@@ -80,7 +82,6 @@ EFFORT_BUDGETS = {"low": 50, "high": 75, "max": 100}
 #: Spellings the reference template emits as special tokens (plus the image placeholder chosen).
 REFERENCE_SPECIALS: frozenset[str] = frozenset(TEMPLATE_SPECIALS) | frozenset(TASK_TOKENS.values()) | {SYSTEM}
 
-_IMAGE_BLOCK = "__image__"  # internal block type: an image placeholder (never a user's text)
 _IMAGE = object()  # an image placeholder inside :class:`_Mixed` text
 
 
@@ -97,7 +98,7 @@ def _emit(out: _Out, value: Any, placeholder: str) -> None:
             else:
                 out.text(piece)
     else:
-        out.text(_fmt(value))
+        out.text(fmt(value))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ def _image_blocks(blocks: Sequence[Any], placeholder: str, images: list[dict[str
             out.append(block)
         elif block.get("type") in ("image", "image_url"):
             images.append(_image_record(block))
-            out.append({"type": _IMAGE_BLOCK})
+            out.append({"type": IMAGE_BLOCK})
         elif block.get("type") == "tool_result" and isinstance(block.get("content"), list):
             out.append({**block, "content": _image_blocks(block["content"], placeholder, images)})
         elif block.get("type") == "text" and placeholder in (block.get("text") or ""):
@@ -160,39 +161,20 @@ def _process_images(messages: Sequence[Message], placeholder: str) -> tuple[list
                 # the text blocks (and image placeholders) joined by blank lines
                 pieces: list[Any] = []
                 for b in msg["content_blocks"]:
-                    if isinstance(b, Mapping) and b.get("type") in ("text", _IMAGE_BLOCK):
+                    if isinstance(b, Mapping) and b.get("type") in ("text", IMAGE_BLOCK):
                         if pieces:
                             pieces.append("\n\n")
-                        pieces.append(_IMAGE if b["type"] == _IMAGE_BLOCK else _require_str(b.get("text", ""), "text block"))
+                        pieces.append(_IMAGE if b["type"] == IMAGE_BLOCK else _require_str(b.get("text", ""), "text block"))
                 msg["content"] = _Mixed(pieces)
         out.append(msg)
     return out, images
 
 
-def _merge_tool_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool messages become ``tool_result`` blocks of a user message; consecutive user messages
-    merge their blocks (a user message with a ``task`` is not merged into)."""
-    merged: list[dict[str, Any]] = []
-    for msg in messages:
-        role = msg.get("role")
-        last = merged[-1] if merged else None
-        joinable = last is not None and last.get("role") == "user" and "content_blocks" in last
-        if role == "tool":
-            block = {"type": "tool_result", "tool_use_id": msg.get("tool_call_id", ""), "content": msg.get("content", "")}
-            if joinable:
-                last["content_blocks"].append(block)
-            else:
-                merged.append({"role": "user", "content_blocks": [block]})
-        elif role == "user":
-            blocks = msg.get("content_blocks")
-            blocks = list(blocks) if blocks is not None else [{"type": "text", "text": msg.get("content", "")}]
-            if joinable and last.get("task") is None:
-                last["content_blocks"].extend(blocks)
-            else:
-                merged.append({**msg, "content_blocks": blocks})
-        else:
-            merged.append(dict(msg))
-    return merged
+def _user_turn(msg: Mapping[str, Any]) -> dict[str, Any]:
+    """A user message as a merged user turn: all its keys, its content blocks (or its content as one
+    text block)."""
+    blocks = msg.get("content_blocks")
+    return {**msg, "content_blocks": list(blocks) if blocks is not None else [{"type": "text", "text": msg.get("content", "")}]}
 
 
 def _last_user_index(messages: Sequence[Message]) -> int:
@@ -217,43 +199,28 @@ def _effort_line(effort: Any) -> str:
     return EFFORT_LINE.format(budget=EFFORT_BUDGETS[effort] if isinstance(effort, str) else effort)
 
 
-def _render_blocks(out: _Out, blocks: Sequence[Any], placeholder: str) -> None:
-    """User content blocks joined by blank lines: text, image placeholders, ``<tool_result>``s."""
-    for i, block in enumerate(blocks):
-        if i:
-            out.lit("\n\n")
-        if not isinstance(block, Mapping):
-            raise ReferenceEncodingError("a content block is not a dict")
-        kind = block.get("type")
-        if kind == "text":
-            out.text(_require_str(block.get("text", ""), "user content"))
-        elif kind == _IMAGE_BLOCK:
-            out.special(placeholder)
-        elif kind == "tool_result":
-            out.lit("<tool_result>")
-            result = block.get("content", "")
-            if type(result) is _Mixed:
-                _emit(out, result, placeholder)
-            elif isinstance(result, list):
-                for j, part in enumerate(result):
-                    if j:
-                        out.lit("\n\n")
-                    if not isinstance(part, Mapping):
-                        raise ReferenceEncodingError("a tool result part is not a dict")
-                    if part.get("type") == "text":
-                        out.text(_require_str(part.get("text", ""), "tool result text"))
-                    elif part.get("type") == _IMAGE_BLOCK:
-                        out.special(placeholder)
-                    else:
-                        out.text(f"[Unsupported {_fmt(part.get('type'))}]")
+def _tool_result(out: _Out, result: Any, placeholder: str) -> None:
+    """A tool result's content: its text (and image placeholders), or its parts one by one, joined
+    by blank lines."""
+    if type(result) is _Mixed:
+        _emit(out, result, placeholder)
+    elif isinstance(result, list):
+        for j, part in enumerate(result):
+            if j:
+                out.lit("\n\n")
+            if not isinstance(part, Mapping):
+                raise ReferenceEncodingError("a tool result part is not a dict")
+            if part.get("type") == "text":
+                out.text(_require_str(part.get("text", ""), "tool result text"))
+            elif part.get("type") == IMAGE_BLOCK:
+                out.special(placeholder)
             else:
-                out.text(_fmt(result))
-            out.lit("</tool_result>")
-        else:
-            out.text(f"[Unsupported {_fmt(kind)}]")
+                out.text(f"[Unsupported {fmt(part.get('type'))}]")
+    else:
+        out.text(fmt(result))
 
 
-def _arguments(raw: Any) -> list[tuple[str, str, str]]:
+def _arguments(raw: Any) -> list[Param]:
     """``(name, "true"|"false", value)`` per argument: a dict as is, a JSON string (even encoded
     twice) parsed; anything else is one ``arguments`` parameter holding the raw value."""
     args = raw
@@ -264,7 +231,11 @@ def _arguments(raw: Any) -> list[tuple[str, str, str]]:
             args = json.loads(args)
         except Exception:  # noqa: BLE001 - the reference keeps what json.loads refuses
             break
-    return _params(args if isinstance(args, dict) else {"arguments": raw})
+    return params(args if isinstance(args, dict) else {"arguments": raw}, ReferenceEncodingError)
+
+
+#: V4.1's tool calls: its spaced tag names, arguments read as above.
+V41_CALLS = CallSyntax(V41_DIALECT.calls, V41_DIALECT.invoke, V41_DIALECT.parameter, _arguments)
 
 
 def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], last_user: int, thinking: bool,
@@ -286,7 +257,7 @@ def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], l
         out.special(USER)
         blocks = msg.get("content_blocks")
         if blocks:
-            _render_blocks(out, blocks, placeholder)
+            _render_user_blocks(out, blocks, functools.partial(_tool_result, placeholder=placeholder), placeholder)
         else:
             out.text(_require_str(content or "", "user content"))
     elif role == "latest_reminder":
@@ -294,7 +265,7 @@ def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], l
         _emit(out, content, placeholder)
     elif role == "assistant":
         emit = functools.partial(_emit, placeholder=placeholder)
-        _render_assistant(out, index, messages, last_user, thinking, drop_thinking, emit, V41_DIALECT, _arguments)
+        _render_assistant(out, index, messages, last_user, thinking, drop_thinking, emit, V41_CALLS)
     else:
         raise ReferenceEncodingError(f"unknown role: {role!r}")
     opens_turn = role == "user" or (role == "system" and index > 0)
@@ -311,7 +282,7 @@ def _render(messages: Sequence[Message], thinking_mode: str, context: Sequence[M
             add_default_bos_token: bool, reasoning_effort: Any, placeholder: str) -> tuple[Prompt, list[dict[str, Any]]]:
     ctx, _ = _process_images(context, placeholder) if context else ([], [])
     msgs, images = _process_images(messages, placeholder)
-    ctx, msgs = _merge_tool_messages(ctx), _merge_tool_messages(msgs)
+    ctx, msgs = _merge_tool_messages(ctx, _user_turn), _merge_tool_messages(msgs, _user_turn)
     full, start, count, effective_drop = _plan(ctx, msgs, thinking_mode, drop_thinking, _last_user_index)
     out = _Out()
     if add_default_bos_token and not context:
@@ -371,28 +342,16 @@ def encode_messages(
     return (prompt.text, {"images": images}) if return_multi_modal_data else prompt.text
 
 
-def encode_messages_to_ids(
-    messages: Sequence[Message],
-    thinking_mode: str,
-    *,
-    tokenizer: Tokenizer | None = None,
-    context: Sequence[Message] | None = None,
-    drop_thinking: bool = True,
-    add_default_bos_token: bool = True,
-    reasoning_effort: str | int | None = None,
-    image_placeholder: str = REFERENCE_IMAGE,
-) -> list[int]:
-    """Token ids of :func:`encode_messages`'s prompt: template specials (:data:`REFERENCE_SPECIALS`,
-    the image placeholder) by id, all message text with ``encode_ordinary``.
+encode_messages_to_ids = ids_of(render_messages, load_tokenizer, """Token ids of :func:`encode_messages`'s
+prompt: template specials (:data:`REFERENCE_SPECIALS`, the image placeholder) by id, all message text
+with ``encode_ordinary``.
 
-    Args:
-        tokenizer: a DeepSeek-V4.1 vocabulary (default: the embedded DeepSeek-V4 one, which lacks
-            ``<｜System｜>`` and the image token).
+Args:
+    tokenizer: a DeepSeek-V4.1 vocabulary (default: the embedded DeepSeek-V4 one, which lacks
+        ``<｜System｜>`` and the image token).
+    others: as :func:`render_messages`.
 
-    Raises:
-        ReferenceEncodingError: as :func:`render_messages`.
-        MissingSpecialTokenError: the vocabulary lacks a special token the prompt uses.
-    """
-    prompt = render_messages(messages, thinking_mode, context, drop_thinking, add_default_bos_token, reasoning_effort,
-                             image_placeholder=image_placeholder)
-    return encode_prompt(tokenizer if tokenizer is not None else load_tokenizer(), prompt)
+Raises:
+    ReferenceEncodingError: as :func:`render_messages`.
+    MissingSpecialTokenError: the vocabulary lacks a special token the prompt uses.
+""")
