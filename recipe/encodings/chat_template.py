@@ -173,30 +173,9 @@ def render_chat_template(
     thinking: bool | None = None,
     **encoder_kwargs: Any,
 ) -> Prompt:
-    """:func:`apply_chat_template`'s prompt as segments (:class:`~recipe.prompt.Prompt`): which parts are
-    the template's special tokens, where each message starts. Arguments and errors as there."""
-    rev = REVISIONS.get(template)
-    if rev is None:
-        raise ValueError(f"unknown template revision {template!r}; known: {', '.join(REVISIONS)}")
-    if add_generation_prompt and continue_final_message:
-        raise ValueError("continue_final_message and add_generation_prompt are not compatible")
-    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
-        raise ChatTemplateError("messages must be a list of message dicts")
-    return rev.render(messages, tools, add_generation_prompt, continue_final_message, thinking, dict(encoder_kwargs))
-
-
-def apply_chat_template(
-    messages: Sequence[Message],
-    *,
-    template: str,
-    tools: Sequence[Any] | None = None,
-    add_generation_prompt: bool = True,
-    continue_final_message: bool = False,
-    thinking: bool | None = None,
-    tokenize: bool = False,
-    **encoder_kwargs: Any,
-) -> str | list[int]:
-    """The prompt a DeepSeek template revision renders for ``messages``: text, or token ids.
+    """The prompt a DeepSeek template revision renders for ``messages``, as segments
+    (:class:`~recipe.prompt.Prompt`): which parts are the template's special tokens, where each
+    message starts.
 
     Args:
         messages: OpenAI-shaped message dicts (``role``, ``content``, ``reasoning_content``,
@@ -215,13 +194,8 @@ def apply_chat_template(
         thinking: the thinking switch. V3.1 / V3.2-Exp: the template's ``thinking`` variable; V3.2 /
             V4: ``thinking_mode`` ``"thinking"`` / ``"chat"``; V3 / R1: ignored. ``None``: the
             template's default (off; V3.2 / V4: ``"chat"`` unless ``thinking_mode`` is given).
-        tokenize: return token ids (under the revision's vocabulary) instead of text.
         encoder_kwargs: V3.2: ``thinking_mode``, ``context``, ``drop_thinking``,
             ``add_default_bos_token``; V4: those and ``reasoning_effort``. The jinja revisions take none.
-
-    Returns:
-        The prompt text, or with ``tokenize=True`` its ids: special ids only where the template
-        writes special tokens, every message-derived text encoded as ordinary text.
 
     Raises:
         ChatTemplateError: the template or encoder refuses the messages (where the published one
@@ -230,10 +204,32 @@ def apply_chat_template(
         ValueError: an unknown revision, or contradictory arguments.
         TypeError: a keyword argument the revision does not take.
     """
-    prompt = render_chat_template(
-        messages, template=template, tools=tools, add_generation_prompt=add_generation_prompt,
-        continue_final_message=continue_final_message, thinking=thinking, **encoder_kwargs,
-    )
-    if not tokenize:
-        return prompt.text
-    return encode_prompt(REVISIONS[template].tokenizer(), prompt)
+    rev = REVISIONS.get(template)
+    if rev is None:
+        raise ValueError(f"unknown template revision {template!r}; known: {', '.join(REVISIONS)}")
+    if add_generation_prompt and continue_final_message:
+        raise ValueError("continue_final_message and add_generation_prompt are not compatible")
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise ChatTemplateError("messages must be a list of message dicts")
+    return rev.render(messages, tools, add_generation_prompt, continue_final_message, thinking, dict(encoder_kwargs))
+
+
+def apply_chat_template(messages: Sequence[Message], *, template: str, tokenize: bool = False, **kwargs: Any) -> str | list[int]:
+    """The prompt a DeepSeek template revision renders for ``messages``: text, or token ids.
+
+    Args:
+        messages, template: as :func:`render_chat_template`.
+        tokenize: return token ids (under the revision's vocabulary) instead of text.
+        kwargs: ``tools``, ``add_generation_prompt`` (default true), ``continue_final_message``,
+            ``thinking`` and the encoders' keyword arguments, as :func:`render_chat_template`
+            describes them (transformers' ``apply_chat_template`` names).
+
+    Returns:
+        The prompt text, or with ``tokenize=True`` its ids: special ids only where the template
+        writes special tokens, every message-derived text encoded as ordinary text.
+
+    Raises:
+        ChatTemplateError, ValueError, TypeError: as :func:`render_chat_template`.
+    """
+    prompt = render_chat_template(messages, template=template, **kwargs)
+    return encode_prompt(REVISIONS[template].tokenizer(), prompt) if tokenize else prompt.text
