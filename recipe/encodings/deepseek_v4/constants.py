@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
+from recipe.encodings.specials import ASSISTANT, BOS, EOS, THINK_END, THINK_START, USER
+
 __all__ = [
     "BOS", "EOS", "USER", "ASSISTANT", "THINK_START", "THINK_END", "DSML", "LATEST_REMINDER",
     "TASK_TOKENS", "SPECIAL_IDS", "TEMPLATE_SPECIALS", "GROUNDING_TOKENS",
 ]
 
-BOS = "<｜begin▁of▁sentence｜>"
-EOS = "<｜end▁of▁sentence｜>"
-USER = "<｜User｜>"
-ASSISTANT = "<｜Assistant｜>"
-THINK_START = "<think>"
-THINK_END = "</think>"
 DSML = "｜DSML｜"
 LATEST_REMINDER = "<｜latest_reminder｜>"
 

@@ -7,6 +7,8 @@ token of this vocabulary (V3.2 writes it as ordinary text).
 
 from __future__ import annotations
 
+from recipe.encodings.specials import ASSISTANT, BOS, EOS, THINK_END, THINK_START, USER
+
 __all__ = [
     "BOS", "EOS", "USER", "ASSISTANT", "THINK_START", "THINK_END",
     "TOOL_CALLS_BEGIN", "TOOL_CALLS_END", "TOOL_CALL_BEGIN", "TOOL_CALL_END",
@@ -18,12 +20,6 @@ __all__ = [
 #: (``NAME<SEP>`` + bare JSON); here so that a family record need not import the parser
 FENCED, BARE = "fenced", "bare"
 
-BOS = "<｜begin▁of▁sentence｜>"
-EOS = "<｜end▁of▁sentence｜>"
-USER = "<｜User｜>"
-ASSISTANT = "<｜Assistant｜>"
-THINK_START = "<think>"
-THINK_END = "</think>"
 TOOL_CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 TOOL_CALLS_END = "<｜tool▁calls▁end｜>"
 TOOL_CALL_BEGIN = "<｜tool▁call▁begin｜>"
