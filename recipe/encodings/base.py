@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from recipe.schema.turn import GrammarBuilder
     from recipe.tokenizer import Tokenizer
 
-__all__ = ["Encoding", "RequestRules", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender", "lazy", "with_reference"]
+__all__ = ["Encoding", "RequestRules", "OutputParser", "ParserFactory", "Checkpoint", "ResumableRender", "lazy", "family_record"]
 
 
 class OutputParser(Protocol):
@@ -249,8 +249,29 @@ def lazy(module: str, name: str, doc: str = "", **fixed: Any) -> Callable[..., A
     return call
 
 
-def with_reference(module: str, **fields: Any) -> Encoding:
-    """The :class:`Encoding` with ``fields`` whose reference encoder is the module named ``module``
-    (its ``encode_messages`` and ``encode_messages_to_ids``), imported on first use."""
-    return Encoding(encode_messages=lazy(module, "encode_messages"),
-                    encode_messages_to_ids=lazy(module, "encode_messages_to_ids"), **fields)
+def family_record(
+    package: str,
+    render: Callable[[Conversation], Prompt],
+    new_parser: ParserFactory,
+    special_tokens: Mapping[str, int],
+    tokenizer: Callable[[], Tokenizer],
+    models: tuple[str, ...],
+    **fields: Any,
+) -> Encoding:
+    """The :class:`Encoding` of the family whose package is ``package`` (the package's ``__name__``):
+    named after the package, with EOS as its stop token and, unless ``fields`` give both, the
+    package's ``reference`` module as its reference encoder (``encode_messages`` /
+    ``encode_messages_to_ids``, imported on first use).
+
+    Args:
+        render, new_parser, special_tokens, tokenizer, models: the record's attributes of those names.
+        fields: any other attribute of the record.
+    """
+    from recipe.encodings.specials import EOS
+
+    if "encode_messages" not in fields:
+        fields["encode_messages"] = lazy(f"{package}.reference", "encode_messages")
+        fields["encode_messages_to_ids"] = lazy(f"{package}.reference", "encode_messages_to_ids")
+    fields.setdefault("stop_tokens", (EOS,))
+    return Encoding(package.rpartition(".")[2], render, new_parser, special_tokens=special_tokens, models=models,
+                    tokenizer=tokenizer, **fields)

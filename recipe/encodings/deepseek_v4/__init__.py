@@ -12,8 +12,8 @@ only the renderer.
 
 from __future__ import annotations
 
-from recipe.encodings.base import lazy, with_reference
-from recipe.encodings.deepseek_v4.constants import EOS, SPECIAL_IDS
+from recipe.encodings.base import family_record, lazy
+from recipe.encodings.deepseek_v4.constants import SPECIAL_IDS
 from recipe.encodings.deepseek_v4.render import RESUMABLE, render
 from recipe.tokenizer import load_tokenizer
 
@@ -22,16 +22,9 @@ __all__ = ["ENCODING", "new_parser", "grammar"]
 new_parser = lazy("recipe.encodings.deepseek_v4.output", "OutputParser", "A V4 output parser (arguments as OutputParser's).")
 grammar = lazy("recipe.encodings.deepseek_v4.grammar", "build_grammar")
 
-#: The DeepSeek-V4 family record (model table rows: V4-Pro and V4-Flash, both spellings).
-ENCODING = with_reference(
-    "recipe.encodings.deepseek_v4.reference",
-    name="deepseek_v4",
-    render=render,
-    new_parser=new_parser,
-    special_tokens=SPECIAL_IDS,
-    stop_tokens=(EOS,),
-    models=("DeepSeek-V4-Pro", "DeepSeek-V4-Flash", "deepseek-v4-pro", "deepseek-v4-flash"),
-    tokenizer=load_tokenizer,
-    grammar=grammar,
-    resumable=RESUMABLE,
-)
+#: The model names of V4-Pro and V4-Flash, both spellings (its row in the encoding table).
+MODELS = ("DeepSeek-V4-Pro", "DeepSeek-V4-Flash", "deepseek-v4-pro", "deepseek-v4-flash")
+
+#: The DeepSeek-V4 family record.
+ENCODING = family_record(__name__, render, new_parser, SPECIAL_IDS, load_tokenizer, MODELS, grammar=grammar,
+                         resumable=RESUMABLE)

@@ -20,9 +20,8 @@ needs V4.1's vocabulary and raises ``MissingSpecialTokenError`` without it.
 
 from __future__ import annotations
 
-from recipe.encodings.base import RequestRules, lazy, with_reference
+from recipe.encodings.base import RequestRules, family_record, lazy
 from recipe.encodings.deepseek_v4 import new_parser
-from recipe.encodings.deepseek_v4.constants import EOS
 from recipe.encodings.deepseek_v41.constants import IMAGE, SPECIAL_IDS, SYSTEM
 from recipe.encodings.deepseek_v41.render import RESUMABLE, parsing, render
 from recipe.tokenizer import load_tokenizer
@@ -38,23 +37,14 @@ VOCABULARY_HINT = (
 
 grammar = lazy("recipe.encodings.deepseek_v41.grammar", "grammar")
 
-#: The DeepSeek-V4.1 family record (model table rows: V4.1-Flash, both spellings).
-ENCODING = with_reference(
-    "recipe.encodings.deepseek_v41.reference",
-    name="deepseek_v41",
-    render=render,
-    new_parser=new_parser,
-    special_tokens=SPECIAL_IDS,
-    stop_tokens=(EOS,),
-    models=("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash"),
-    tokenizer=load_tokenizer,
-    grammar=grammar,
-    parsing=parsing,
-    request=RequestRules(
-        system_in_place=True, image_token=IMAGE, deferred_tools=True, top_p="v41", apply_patch="v41", namespaces="v41",
-        tool_search=True,
-    ),
-    required_specials=(SYSTEM,),
-    vocabulary_hint=VOCABULARY_HINT,
-    resumable=RESUMABLE,
-)
+#: V4.1's request conversion (deepseek-recipe's V4.1 rules).
+REQUEST_RULES = RequestRules(system_in_place=True, image_token=IMAGE, deferred_tools=True, top_p="v41", apply_patch="v41",
+                             namespaces="v41", tool_search=True)
+
+#: The model names of V4.1-Flash, both spellings (its row in the encoding table).
+MODELS = ("DeepSeek-V4.1-Flash", "deepseek-v4.1-flash")
+
+#: The DeepSeek-V4.1 family record.
+ENCODING = family_record(__name__, render, new_parser, SPECIAL_IDS, load_tokenizer, MODELS, grammar=grammar,
+                         parsing=parsing, request=REQUEST_RULES, required_specials=(SYSTEM,),
+                         vocabulary_hint=VOCABULARY_HINT, resumable=RESUMABLE)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from dataclasses import replace
 
-from recipe.encodings.v3_shared.constants import BARE, EOS, FENCED, SPECIAL_IDS
+from recipe.encodings.v3_shared.constants import BARE, FENCED, SPECIAL_IDS
 from recipe.prompt import encode_prompt
 from recipe.tokenizer import load_v3_tokenizer
 
@@ -89,7 +89,7 @@ def record(row: TemplateFamily) -> Encoding:
     template as reference encoder (``encode_messages(messages, revision=row.revision, **kwargs)``
     -> text; ``encode_messages_to_ids`` -> token ids, ``tokenizer=`` for another vocabulary), the
     V3 vocabulary and its EOS."""
-    from recipe.encodings.base import Encoding
+    from recipe.encodings.base import family_record
 
     template = _template(row)
 
@@ -101,20 +101,11 @@ def record(row: TemplateFamily) -> Encoding:
 
     prompt_of.__name__ = encode_messages.__name__ = "encode_messages"
     encode_messages.__doc__ = f"The prompt text of {row.label}'s chat template ``revision`` (default {row.revision})."
-    return Encoding(
-        name=row.name,
-        render=_api_render(row),
-        new_parser=markup_parser(row.syntax),
-        encode_messages=encode_messages,
-        encode_messages_to_ids=to_ids(prompt_of),
-        special_tokens=SPECIAL_IDS,
-        stop_tokens=(EOS,),
-        models=row.models,
-        tokenizer=load_v3_tokenizer,
+    return family_record(
+        f"recipe.encodings.{row.name}", _api_render(row), markup_parser(row.syntax), SPECIAL_IDS, load_v3_tokenizer,
+        row.models, encode_messages=encode_messages, encode_messages_to_ids=to_ids(prompt_of), thinking=row.thinking,
         renders_tools=row.thinking == "switch",  # (the API path passes tools to the switch templates only)
-        renders_response_format=False,
-        thinking=row.thinking,
-        parsing=row.parsing,
+        renders_response_format=False, parsing=row.parsing,
     )
 
 
