@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from recipe.encodings.deepseek_v4.constants import (
     ASSISTANT,
@@ -208,16 +208,35 @@ def _sort_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _KEEP_ROLES = frozenset({"user", "system", "tool", "latest_reminder", "direct_search_results"})
 
 
+class Turns(NamedTuple):
+    """A planned rendering: the conversation to render and what each message's rendering reads of it.
+
+    Attributes:
+        messages: context + messages, tool messages merged, tool results ordered, reasoning dropped.
+        start, count: render ``messages[start:start + count]``.
+        last_user: index of the last user message in ``messages`` (-1: none).
+        thinking: thinking mode.
+        drop_thinking: reasoning before ``last_user`` is dropped (asked for, and no message
+            declares tools).
+    """
+
+    messages: list[dict[str, Any]]
+    start: int
+    count: int
+    last_user: int
+    thinking: bool
+    drop_thinking: bool
+
+
 def _plan(
     ctx: list[dict[str, Any]],
     msgs: list[dict[str, Any]],
     thinking_mode: str,
     drop_thinking: bool,
     last_user: Callable[[Sequence[Message]], int] = last_user_index,
-) -> tuple[list[dict[str, Any]], int, int, bool]:
-    """``(full, start, count, effective_drop)``: the merged context + messages with tool results
-    ordered and, in thinking mode, reasoning dropped before the last user message (as ``last_user``
-    finds it); render ``full[start:start + count]``.
+) -> Turns:
+    """The :class:`Turns` of merged context + messages: tool results ordered and, in thinking mode,
+    reasoning dropped before the last user message (as ``last_user`` finds it).
 
     Reasoning is dropped only when no message declares tools. The reference counts what to render
     as len(dropped full) - len(dropped context), each dropped on its own; the two can disagree
@@ -225,11 +244,12 @@ def _plan(
     """
     full = _sort_tool_results(ctx + msgs)
     effective_drop = drop_thinking and not any(m.get("tools") for m in full)
+    start, count = len(ctx), len(msgs)
     if thinking_mode == "thinking" and effective_drop:
         full = drop_thinking_messages(full, last_user(full), _KEEP_ROLES)
         count = len(full) - len(drop_thinking_messages(ctx, last_user(ctx), _KEEP_ROLES))
-        return full, len(full) - count, count, effective_drop
-    return full, len(ctx), len(msgs), effective_drop
+        start = len(full) - count
+    return Turns(full, start, count, last_user(full), thinking_mode == "thinking", effective_drop)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,22 +334,15 @@ def _dsml_arguments(raw: Any) -> list[Param]:
 V4_CALLS = CallSyntax(V4_DIALECT.calls, V4_DIALECT.invoke, V4_DIALECT.parameter, _dsml_arguments)
 
 
-def _render_assistant(
-    out: _Out,
-    index: int,
-    messages: Sequence[dict[str, Any]],
-    last_user: int,
-    thinking: bool,
-    drop_thinking: bool,
-    emit: Callable[[_Out, Any], None],
-    syntax: CallSyntax = V4_CALLS,
-) -> None:
-    """An assistant message: reasoning + ``</think>`` when kept (thinking mode, not after a task,
-    after the last user message unless nothing is dropped), content via ``emit``, tool calls in
-    ``syntax``, EOS unless ``wo_eos``."""
+def _render_assistant(out: _Out, index: int, turns: Turns, emit: Callable[[_Out, Any], None],
+                      syntax: CallSyntax = V4_CALLS) -> None:
+    """Assistant message ``index``: reasoning + ``</think>`` when kept (thinking mode, not after a
+    task, after the last user message unless nothing is dropped), content via ``emit``, tool calls
+    in ``syntax``, EOS unless ``wo_eos``."""
+    messages = turns.messages
     msg = messages[index]
     prev_has_task = index >= 1 and messages[index - 1].get("task") is not None
-    if thinking and not prev_has_task and (not drop_thinking or index > last_user):
+    if turns.thinking and not prev_has_task and (not turns.drop_thinking or index > turns.last_user):
         out.text(fmt(msg.get("reasoning_content") or ""))
         out.special(THINK_END)
     emit(out, msg.get("content") or "")
@@ -340,17 +353,12 @@ def _render_assistant(
         out.special(EOS)
 
 
-def _render_transition(
-    out: _Out,
-    index: int,
-    messages: Sequence[dict[str, Any]],
-    opens_turn: bool,
-    thinking: bool,
-    open_thinking: bool,
-) -> None:
+def _render_transition(out: _Out, index: int, turns: Turns, opens_turn: bool) -> None:
     """After message ``index``, when it is the last or followed by an assistant/reminder turn: its
     task token (``action`` first opens the assistant turn), or, for a message that ``opens_turn``,
-    ``<｜Assistant｜>`` + ``<think>`` (``open_thinking``) or ``</think>``."""
+    ``<｜Assistant｜>`` + ``<think>`` (thinking mode, and from the last user message on unless
+    nothing is dropped) or ``</think>``."""
+    messages, thinking = turns.messages, turns.thinking
     if index + 1 < len(messages) and messages[index + 1].get("role") not in ("assistant", "latest_reminder"):
         return
     task = messages[index].get("task")
@@ -364,6 +372,7 @@ def _render_transition(
         out.special(token)
     elif opens_turn:
         out.special(ASSISTANT)
+        open_thinking = thinking and (not turns.drop_thinking or index >= turns.last_user)
         out.special(THINK_START if open_thinking else THINK_END)
 
 
@@ -371,20 +380,12 @@ def _emit_text(out: _Out, value: Any) -> None:
     out.text(fmt(value))
 
 
-def _render_message(
-    out: _Out,
-    index: int,
-    messages: Sequence[dict[str, Any]],
-    last_user: int,
-    thinking: bool,
-    drop_thinking: bool,
-    reasoning_effort: str | None,
-) -> None:
-    """Append message ``index`` of ``messages`` and, when due, the transition to the next turn."""
-    msg = messages[index]
+def _render_message(out: _Out, index: int, turns: Turns, reasoning_effort: str | None) -> None:
+    """Append message ``index`` of ``turns`` and, when due, the transition to the next turn."""
+    msg = turns.messages[index]
     role = msg.get("role")
     content = msg.get("content")
-    if index == 0 and thinking and reasoning_effort == "max":
+    if index == 0 and turns.thinking and reasoning_effort == "max":
         out.lit(_EFFORT_MAX_PREFIX)
 
     if role == "system":
@@ -407,11 +408,10 @@ def _render_message(
         out.special(LATEST_REMINDER)
         out.text(fmt(content))
     elif role == "assistant":
-        _render_assistant(out, index, messages, last_user, thinking, drop_thinking, _emit_text)
+        _render_assistant(out, index, turns, _emit_text)
     else:
         raise ReferenceEncodingError(f"unknown role: {role!r}")
-    open_thinking = thinking and (not drop_thinking or index >= last_user)
-    _render_transition(out, index, messages, role in ("user", "developer"), thinking, open_thinking)
+    _render_transition(out, index, turns, role in ("user", "developer"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,20 +449,18 @@ def render_messages(
     """
     ctx = _merge_tool_messages(context) if context else []
     msgs = _merge_tool_messages(messages)
-    full, start, count, effective_drop = _plan(ctx, msgs, thinking_mode, drop_thinking)
+    turns = _plan(ctx, msgs, thinking_mode, drop_thinking)
     out = _Out()
     if add_default_bos_token and not context:
         out.special(BOS)
 
-    if count > 0:
+    if turns.count > 0:
         if thinking_mode not in _THINKING_MODES:
             raise ReferenceEncodingError(f"invalid thinking_mode {thinking_mode!r}; expected 'chat' or 'thinking'")
         if reasoning_effort not in _EFFORTS:
             raise ReferenceEncodingError(f"invalid reasoning_effort {reasoning_effort!r}; expected None, 'high' or 'max'")
-        last_user = last_user_index(full)
-        thinking = thinking_mode == "thinking"
-        for index in range(start, start + count):
-            _render_message(out, index, full, last_user, thinking, effective_drop, reasoning_effort)
+        for index in range(turns.start, turns.start + turns.count):
+            _render_message(out, index, turns, reasoning_effort)
     return Prompt(tuple(out.segs))
 
 

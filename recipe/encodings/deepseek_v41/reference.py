@@ -50,6 +50,7 @@ from recipe.encodings.deepseek_v4.constants import (
 from recipe.encodings.deepseek_v4.reference import (
     IMAGE_BLOCK,
     ReferenceEncodingError,
+    Turns,
     _merge_tool_messages,
     _Out,
     _plan,
@@ -238,12 +239,11 @@ def _arguments(raw: Any) -> list[Param]:
 V41_CALLS = CallSyntax(V41_DIALECT.calls, V41_DIALECT.invoke, V41_DIALECT.parameter, _arguments)
 
 
-def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], last_user: int, thinking: bool,
-                    drop_thinking: bool, effort: Any, placeholder: str) -> None:
-    msg = messages[index]
+def _render_message(out: _Out, index: int, turns: Turns, effort: Any, placeholder: str) -> None:
+    msg = turns.messages[index]
     role = msg.get("role")
     content = msg.get("content")
-    effort_text = _effort_line(effort) if index == 0 and thinking else ""
+    effort_text = _effort_line(effort) if index == 0 and turns.thinking else ""
     if index == 0 and (effort_text or role == "system"):
         out.special(SYSTEM)
     out.lit(effort_text)
@@ -265,12 +265,10 @@ def _render_message(out: _Out, index: int, messages: Sequence[dict[str, Any]], l
         _emit(out, content, placeholder)
     elif role == "assistant":
         emit = functools.partial(_emit, placeholder=placeholder)
-        _render_assistant(out, index, messages, last_user, thinking, drop_thinking, emit, V41_CALLS)
+        _render_assistant(out, index, turns, emit, V41_CALLS)
     else:
         raise ReferenceEncodingError(f"unknown role: {role!r}")
-    opens_turn = role == "user" or (role == "system" and index > 0)
-    open_thinking = thinking and (not drop_thinking or index >= last_user)
-    _render_transition(out, index, messages, opens_turn, thinking, open_thinking)
+    _render_transition(out, index, turns, role == "user" or (role == "system" and index > 0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,17 +281,16 @@ def _render(messages: Sequence[Message], thinking_mode: str, context: Sequence[M
     ctx, _ = _process_images(context, placeholder) if context else ([], [])
     msgs, images = _process_images(messages, placeholder)
     ctx, msgs = _merge_tool_messages(ctx, _user_turn), _merge_tool_messages(msgs, _user_turn)
-    full, start, count, effective_drop = _plan(ctx, msgs, thinking_mode, drop_thinking, _last_user_index)
+    turns = _plan(ctx, msgs, thinking_mode, drop_thinking, _last_user_index)
     out = _Out()
     if add_default_bos_token and not context:
         out.special(BOS)
-    if count > 0:
+    if turns.count > 0:
         if thinking_mode not in ("chat", "thinking"):
             raise ReferenceEncodingError(f"invalid thinking_mode {thinking_mode!r}; expected 'chat' or 'thinking'")
         _effort_line(reasoning_effort)  # validated even when not rendered, as the reference does
-        last_user = _last_user_index(full)
-        for index in range(start, start + count):
-            _render_message(out, index, full, last_user, thinking_mode == "thinking", effective_drop, reasoning_effort, placeholder)
+        for index in range(turns.start, turns.start + turns.count):
+            _render_message(out, index, turns, reasoning_effort, placeholder)
     return Prompt(tuple(out.segs)), images
 
 
