@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from recipe.encodings.deepseek_v4.constants import (
@@ -188,7 +188,10 @@ def _sort_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         role = msg.get("role")
         if role == "assistant" and msg.get("tool_calls"):
             order = {}
-            for pos, call in enumerate(msg["tool_calls"]):
+            calls = msg["tool_calls"]
+            if not isinstance(calls, Iterable):
+                raise ReferenceEncodingError(f"tool_calls must be a list, got {type(calls).__name__}")
+            for pos, call in enumerate(calls):
                 if not isinstance(call, Mapping):
                     raise ReferenceEncodingError("a tool call is not a dict")
                 fn = call.get("function", {})
