@@ -202,6 +202,7 @@ class RedisPrefixIndex:
     Every put refreshes the hash's own Redis expiry to the longest field TTL (``PEXPIRE NX`` then
     ``GT``); a field's logical expiry is checked against ``clock`` on read. Bound memory with the
     server's ``maxmemory-policy`` (e.g. ``volatile-lru``). Each lookup is one pipelined round trip.
+    Every command names one key, so the index runs on a Redis Cluster too (``redis+cluster://``).
 
     Args:
         client: a ``redis.Redis`` (redis-py, the ``dsrecipe[redis]`` extra).
@@ -217,25 +218,31 @@ class RedisPrefixIndex:
 
     @classmethod
     def from_url(cls, url: str, ttl: float | None = None, clock: Clock = time.time, **kwargs: Any) -> RedisPrefixIndex:
-        """Connect with ``redis.Redis.from_url(url, **kwargs)`` (requires redis-py)."""
+        """A client for ``url`` (:func:`recipe.cache.redis_client.connect`: a Redis server, or a Redis
+        Cluster with ``redis+cluster://``; ``kwargs`` go to redis-py's ``from_url``; requires redis-py).
+
+        Raises:
+            ValueError: a malformed URL.
+        """
+        from recipe.cache.redis_client import connect
+
         try:
-            import redis
+            return cls(connect(url, **kwargs), ttl, clock)
         except ImportError as exc:  # pragma: no cover - optional extra
             raise PrefixIndexUnavailable("RedisPrefixIndex needs redis-py: pip install 'dsrecipe[redis]' (or 'redis>=5')") from exc
-        return cls(redis.Redis.from_url(url, **kwargs), ttl, clock)
 
     @staticmethod
     def _name(ns: str, key: bytes) -> bytes:
         return ns.encode("utf-8") + b":" + key
 
     def _run(self, fill: Callable[[Any], None]) -> list[Any]:
-        import redis
+        from recipe.cache.redis_client import redis_errors
 
         try:
             pipe = self.client.pipeline(transaction=False)
             fill(pipe)
             return pipe.execute()
-        except redis.RedisError as exc:
+        except redis_errors() as exc:
             raise PrefixIndexUnavailable(f"prefix index store unavailable: {type(exc).__name__}: {exc}") from exc
 
     def put(self, ns: str, keys: Sequence[bytes], replica: str = "", ttl: float | None = None) -> None:
@@ -279,7 +286,8 @@ class RedisPrefixIndex:
             for n in names:
                 p.hgetall(n)
             if replica is None:
-                p.delete(*names)
+                for n in names:  # one key a command: the keys lie in different slots of a cluster
+                    p.delete(n)
             else:
                 for n in names:
                     p.hdel(n, replica)

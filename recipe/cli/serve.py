@@ -86,11 +86,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--api-keys", metavar="FILE", help="API keys -> tenants (default: open server)")
     p.add_argument("--store", metavar="URL", default=None,
                    help="conversation store: sqlite:PATH (default ~/.local/state/recipe/responses.sqlite3), "
-                        "redis://HOST:PORT/DB, or memory")
+                        "redis://HOST:PORT/DB, redis+cluster://HOST:PORT (a Redis Cluster), or memory")
     p.add_argument("--store-ttl", type=_ttl, default=DEFAULT_TTL_TEXT, metavar="TIME",
                    help="how long stored responses are kept, from their creation: seconds or 12h, 30d … "
                         "(default 30d, as OpenAI keeps them); 0 or off: until deleted")
-    p.add_argument("--index", metavar="URL", default="memory", help="prefix index for routing: memory or redis://…")
+    p.add_argument("--index", metavar="URL", default="memory",
+                   help="prefix index for routing: memory, or redis://… / redis+cluster://… to share it with the "
+                        "fleet's other frontends")
+    p.add_argument("--shared-load", metavar="URL", default=None,
+                   help="share each replica's requests in flight with the fleet's other frontends through Redis "
+                        "(redis://… or redis+cluster://…), so routing counts theirs too (default: this server's own)")
+    p.add_argument("--shared-load-interval", type=float, default=0.1, metavar="S",
+                   help="seconds between syncs of the shared in-flight counts (default 0.1)")
+    p.add_argument("--shared-load-ttl", type=float, default=3.0, metavar="S",
+                   help="seconds a frontend's shared counts outlive its last sync, so a frontend that dies "
+                        "leaves none behind (default 3; more than the interval)")
     p.add_argument("--routing", choices=("cost", "prefix"), default="cost",
                    help="replica pool routing: cost (default: uncached prefill tokens plus load) or prefix "
                         "(the longest cached prefix)")
@@ -148,6 +158,7 @@ class _Bad(Exception):
 
 
 def _store(url: str, ttl: float | None = None) -> Any:
+    from recipe.cache.redis_client import is_redis_url
     from recipe.store.conversations import MemoryStore, SQLiteStore
 
     if url == "memory":
@@ -157,27 +168,44 @@ def _store(url: str, ttl: float | None = None) -> Any:
             return SQLiteStore(url[len("sqlite:"):], ttl=ttl)
         except Exception as exc:  # sqlite3.Error, OSError: the file cannot be created, opened or read
             raise _Bad(f"--store {url}: {exc}", 1) from None
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    if is_redis_url(url):
         from recipe.store.redis_store import RedisStore
 
         try:
             return RedisStore.from_url(url, ttl=ttl)
         except ValueError as exc:  # a malformed URL (the server is reached only by requests)
             raise _Bad(f"--store {url}: {exc}") from None
-    raise _Bad(f"--store {url!r}: want sqlite:PATH, redis://… or memory")
+    raise _Bad(f"--store {url!r}: want sqlite:PATH, redis://…, redis+cluster://… or memory")
 
 
 def _index(url: str) -> Any:
+    from recipe.cache.redis_client import is_redis_url
+
     if url == "memory":
         return None
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    if is_redis_url(url):
         from recipe.cache.index import RedisPrefixIndex
 
         try:
             return RedisPrefixIndex.from_url(url, ttl=3 * 86400, socket_connect_timeout=1.0, socket_timeout=1.0)
         except ValueError as exc:  # a malformed URL
             raise _Bad(f"--index {url}: {exc}") from None
-    raise _Bad(f"--index {url!r}: want memory or redis://…")
+    raise _Bad(f"--index {url!r}: want memory, redis://… or redis+cluster://…")
+
+
+def _shared_load(url: str | None, interval: float, ttl: float) -> Any:
+    from recipe.cache.redis_client import is_redis_url
+
+    if url is None:
+        return None
+    if not is_redis_url(url):
+        raise _Bad(f"--shared-load {url!r}: want redis://… or redis+cluster://…")
+    from recipe.serve.shared_load import SharedLoad
+
+    try:
+        return SharedLoad.from_url(url, interval=interval, ttl=ttl)
+    except ValueError as exc:  # a malformed URL, an interval or ttl out of range
+        raise _Bad(f"--shared-load {url}: {exc}") from None
 
 
 def _engine(spec: str) -> Any:
@@ -236,10 +264,11 @@ def build(ns: argparse.Namespace) -> Any:
         raise _Bad("--render-only serves no generation: it takes no --engine")
     engines = [_engine(spec) for spec in ns.engine or ["demo"]]
     index = _index(ns.index)
+    shared_load = _shared_load(ns.shared_load, ns.shared_load_interval, ns.shared_load_ttl)
     store = _store(ns.store or _default_store(), getattr(ns, "store_ttl", None))
     try:
         return app(engines=engines, options=options, config=config, store=store, index=index, tenants=tenants,
-                   tokenizer=getattr(ns, "tokenizer", None))
+                   tokenizer=getattr(ns, "tokenizer", None), shared_load=shared_load)
     except TokenizerError as exc:
         raise _Bad(str(exc), 1) from None
     except ValueError as exc:

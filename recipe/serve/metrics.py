@@ -33,7 +33,8 @@ class Metrics:
         generation: ``recipe_generation_seconds{api}`` — request arrival to the end of the answer.
         in_flight: ``recipe_in_flight_requests`` — generation requests being served.
         routed: ``recipe_routed_requests_total{replica}``; index_errors: ``recipe_prefix_index_errors_total``;
-        store_errors: ``recipe_store_errors_total``.
+        store_errors: ``recipe_store_errors_total``; shared_load_errors:
+        ``recipe_shared_load_errors_total`` (syncs of the fleet's shared in-flight counts that failed).
     """
 
     def __init__(self) -> None:
@@ -53,6 +54,8 @@ class Metrics:
         self.routed = Counter("recipe_routed_requests", "Requests routed to each replica", ["replica"], registry=r)
         self.index_errors = Counter("recipe_prefix_index_errors", "Prefix index lookups that failed (routed by load)", registry=r)
         self.store_errors = Counter("recipe_store_errors", "Conversation store operations that failed", registry=r)
+        self.shared_load_errors = Counter("recipe_shared_load_errors", "Syncs of the in-flight counts shared with "
+                                          "other frontends that failed", registry=r)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     def child(self, metric: Any, *labels: str) -> Any:

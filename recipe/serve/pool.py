@@ -1,6 +1,8 @@
 """The replica pool: each request goes to the replica where it costs least — uncached prefill tokens
-(from the prefix index of its block keys, memory or Redis) plus load (requests in flight, and the
-engines' own running / waiting requests and KV usage scraped from their ``/metrics``):
+(from the prefix index of its block keys, memory or Redis) plus load (requests in flight — this
+server's, plus the other frontends' when they share their counts through Redis,
+:mod:`recipe.serve.shared_load` — and the engines' own running / waiting requests and KV usage
+scraped from their ``/metrics``):
 :mod:`recipe.serve.routing`. ``routing="prefix"`` is the older rule, the longest cached prefix with
 ties and an imbalance guard by load. Every routed request records its keys for its replica.
 
@@ -44,6 +46,9 @@ class Replica:
     """One engine of the pool, its load and its health.
 
     Attributes:
+        in_flight: this server's requests on it now.
+        others: the requests the fleet's other frontends have on it (the shared load's last sync,
+            :mod:`recipe.serve.shared_load`; 0 without one).
         load: its engine's own load, scraped from its ``/metrics`` (None: not scraped).
         failures: consecutive connection failures (0 after a success or a good probe).
         ejected_until: ``time.monotonic()`` until which the replica is routed around (0: in).
@@ -55,10 +60,16 @@ class Replica:
     name: str
     in_flight: int = 0
     served: int = 0
+    others: int = 0
     load: EngineLoad | None = None
     failures: int = 0
     ejected_until: float = 0.0
     reachable: bool | None = None
+
+    @property
+    def requests(self) -> int:
+        """Requests in flight on it from every frontend: :attr:`in_flight` + :attr:`others`."""
+        return self.in_flight + self.others
 
     def ejected(self, now: float | None = None) -> bool:
         """Whether the replica is routed around now."""
@@ -128,7 +139,7 @@ class ReplicaPool:
         return self._by_name.get(name)
 
     def _by_load(self, candidates: Sequence[Replica]) -> Replica:
-        return min(candidates, key=lambda r: (r.in_flight, r.served))
+        return min(candidates, key=lambda r: (r.requests, r.served))
 
     def available(self) -> list[Replica]:
         """The replicas not ejected now; all of them when every one is (a request still gets a try)."""
@@ -219,7 +230,7 @@ class ReplicaPool:
             best = max((scores.get(r.name, 0) for r in candidates), default=0)
             chosen = self._by_load([r for r in candidates if scores.get(r.name, 0) == best])
             least = self._by_load(candidates)
-            if self.max_imbalance is not None and chosen.in_flight - least.in_flight >= self.max_imbalance:
+            if self.max_imbalance is not None and chosen.requests - least.requests >= self.max_imbalance:
                 chosen, best = least, scores.get(least.name, 0)
         failed = False
         try:
@@ -231,7 +242,7 @@ class ReplicaPool:
     def _by_cost(self, candidates: Sequence[Replica], scores: dict[str, int], prompt_tokens: int) -> tuple[Replica, int]:
         """The cheapest replica (:func:`recipe.serve.routing.pick`) and its matched block count."""
         now = time.monotonic()
-        cands = [Candidate(cached_prompt_tokens(prompt_tokens, scores.get(r.name, 0), self.block_size), r.in_flight,
+        cands = [Candidate(cached_prompt_tokens(prompt_tokens, scores.get(r.name, 0), self.block_size), r.requests,
                            r.served, r.load) for r in candidates]
         chosen = candidates[pick(prompt_tokens, cands, self.weights, now)]
         return chosen, scores.get(chosen.name, 0)

@@ -4,8 +4,9 @@
 
 - *uncached prompt tokens*: the prompt's length less the prefix the replica holds (the prefix
   index's estimate, 64-token blocks): the prefill it would have to do;
-- *requests on it*: the larger of this server's requests in flight there and the engine's own
-  ``running + waiting`` (scraped from its ``/metrics``, so other frontends' traffic counts too);
+- *requests on it*: the larger of the requests in flight there (this server's, plus the other
+  frontends' when they share their counts through Redis) and the engine's own ``running + waiting``
+  (scraped from its ``/metrics``, so other frontends' traffic counts too);
 - *KV usage*: the engine's cache fill, 0 … 1 (``vllm:kv_cache_usage_perc``, SGLang's
   ``token_usage``), when scraped.
 
@@ -80,7 +81,8 @@ class Candidate:
 
     Attributes:
         cached_tokens: prompt tokens it is expected to hold.
-        in_flight: this server's requests on it now.
+        in_flight: requests in flight on it now: this server's, plus the other frontends' when
+            they share their counts (:mod:`recipe.serve.shared_load`).
         served: requests this server sent it so far (the last tie-break).
         load: its engine's scraped load, or None.
     """

@@ -43,6 +43,7 @@ from recipe.serve.guard import Drain
 from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.render import render_routes
+from recipe.serve.shared_load import SharedLoad
 from recipe.serve.tenants import Tenant, Tenants
 from recipe.serve.vocabulary import narrow, vocabulary_of
 from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
@@ -82,6 +83,8 @@ class ServerState:
         # V3 … V3.2), which prepare and the output driver resolve from a per-process cache; a given
         # vocabulary (``--tokenizer``) is used for every request
         self.tokenizer: Tokenizer | None = tokenizer
+        #: the fleet's shared in-flight counts (``app(shared_load=…)``), or None
+        self.shared_load: SharedLoad | None = None
 
     def _derive(self, window: int) -> Options:
         """:attr:`base_options` with context window ``window``, narrowed to :attr:`vocabularies`."""
@@ -426,9 +429,11 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
                                  "vocabulary": _vocabulary(st)})
         now = time.monotonic()
         ok = st.pool.ready()
+        shared = {} if st.shared_load is None else {"shared_load": st.shared_load.status()}
         return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": st.in_flight,
-                             "vocabulary": _vocabulary(st), "replicas": [
-            {"name": r.name, "reachable": r.reachable is not False, "ejected": r.ejected(now), "in_flight": r.in_flight}
+                             "vocabulary": _vocabulary(st), **shared, "replicas": [
+            {"name": r.name, "reachable": r.reachable is not False, "ejected": r.ejected(now), "in_flight": r.in_flight,
+             "in_flight_others": r.others}
             for r in st.pool.replicas]}, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
@@ -459,6 +464,7 @@ def app(
     tenants: Tenants | None = None,
     engines: Sequence[Any] | None = None,
     tokenizer: Tokenizer | str | os.PathLike[str] | None = None,
+    shared_load: SharedLoad | None = None,
 ) -> RecipeApp:
     """The server as an ASGI app (run it with uvicorn, or mount it in another app).
 
@@ -472,6 +478,9 @@ def app(
         store: the conversation store for ``previous_response_id`` (default: in memory).
         index: the prefix index for routing (default: in memory).
         tenants: API keys (default: open).
+        shared_load: the requests in flight on each replica shared with the fleet's other frontends
+            through Redis (:class:`~recipe.serve.shared_load.SharedLoad`; default: this server's own
+            counts); synced in the background while the app runs (pools of two or more replicas).
         tokenizer: the vocabulary (a :class:`~recipe.tokenizer.Tokenizer` or a ``tokenizer.json`` path;
             default: each request's model family's own, e.g. the embedded DeepSeek-V4 one). A model whose template emits special tokens it lacks
             (DeepSeek-V4.1 on the default) is answered 400 on ``model``, naming the token.
@@ -490,6 +499,7 @@ def app(
     st = ServerState(pool, options, config, store if store is not None else MemoryStore(), tenants or Tenants(), Metrics(),
                      tok)
     st.metrics.in_flight.set_function(lambda: st.in_flight)  # read when scraped: no per-request update
+    st.shared_load = shared_load
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]
@@ -510,12 +520,19 @@ def app(
         scraper = None
         if len(pool) > 1 and config.routing == "cost" and config.metrics_interval > 0 and not config.render_only:
             scraper = asyncio.create_task(pool.scrape_forever(config.metrics_interval))
+        sharer = None
+        if shared_load is not None and len(pool) > 1 and not config.render_only:
+            sharer = asyncio.create_task(shared_load.run(pool.replicas, st.metrics.shared_load_errors.inc))
         yield
-        for task in (prober, scraper):
+        for task in (prober, scraper, sharer):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if shared_load is not None:
+            if sharer is not None:
+                await shared_load.leave()
+            await shared_load.aclose()
         await pool.aclose()
         close = getattr(st.store, "close", None)
         if close is not None:

@@ -1,7 +1,8 @@
 """The conversation store on Redis, for a fleet of servers sharing ``previous_response_id`` turns.
 
 One string per response, ``<prefix>:<id>`` → the record as JSON (wire JSON: ``input``, ``output``,
-``response``, ``previous_response_id``, ``model``, ``created_at``), with an optional expiry. Every
+``response``, ``previous_response_id``, ``model``, ``created_at``), with an optional expiry; every
+command names one key, so the store runs on a Redis Cluster too (``redis+cluster://``). Every
 Redis failure (connection refused, timeout, error reply) raises
 :class:`~recipe.store.conversations.StoreUnavailable`: a request that needs the store gets a clear
 error, never a wrong or silently missing turn. Needs redis-py (the ``dsrecipe[redis]`` extra).
@@ -34,29 +35,32 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str, prefix: str = "recipe:resp", ttl: float | None = None, **kwargs: Any) -> RedisStore:
-        """Connect with ``redis.Redis.from_url`` (short socket timeouts unless given, so a dead server
-        fails fast).
+        """A client for ``url`` (:func:`recipe.cache.redis_client.connect`: a Redis server, or a Redis
+        Cluster with ``redis+cluster://``; short socket timeouts unless given, so a dead server fails
+        fast).
 
         Raises:
             StoreUnavailable: redis-py is not installed.
+            ValueError: a malformed URL.
         """
-        try:
-            import redis
-        except ImportError as exc:  # pragma: no cover - optional extra
-            raise StoreUnavailable("the Redis store needs redis-py: pip install 'dsrecipe[redis]' (or 'redis>=5')") from exc
+        from recipe.cache.redis_client import connect
+
         kwargs.setdefault("socket_connect_timeout", 2.0)
         kwargs.setdefault("socket_timeout", 5.0)
-        return cls(redis.Redis.from_url(url, **kwargs), prefix, ttl)
+        try:
+            return cls(connect(url, **kwargs), prefix, ttl)
+        except ImportError as exc:  # pragma: no cover - optional extra
+            raise StoreUnavailable("the Redis store needs redis-py: pip install 'dsrecipe[redis]' (or 'redis>=5')") from exc
 
     def _key(self, response_id: str) -> bytes:
         return f"{self.prefix}:{response_id}".encode("utf-8")
 
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        import redis
+    def _call(self, command: str, *args: Any, **kwargs: Any) -> Any:
+        from recipe.cache.redis_client import redis_errors
 
         try:
-            return fn(*args, **kwargs)
-        except redis.RedisError as exc:
+            return getattr(self.client, command)(*args, **kwargs)  # (a cluster client is made on first use)
+        except redis_errors() as exc:
             raise StoreUnavailable(f"conversation store unavailable: {type(exc).__name__}: {exc}") from exc
 
     def save(self, record: StoredResponse) -> None:
@@ -71,7 +75,7 @@ class RedisStore:
             "response": record.response,
         })
         px = None if self.ttl is None else max(1, int(self.ttl * 1000))
-        self._call(self.client.set, self._key(record.id), value, px=px)
+        self._call("set", self._key(record.id), value, px=px)
 
     def load(self, response_id: str) -> StoredResponse | None:
         """The record for ``response_id``, or None when Redis has none.
@@ -79,7 +83,7 @@ class RedisStore:
         Raises:
             StoreUnavailable: Redis failed (never reported as a missing record).
         """
-        raw = self._call(self.client.get, self._key(response_id))
+        raw = self._call("get", self._key(response_id))
         if raw is None:
             return None
         try:
@@ -98,7 +102,7 @@ class RedisStore:
         Raises:
             StoreUnavailable: Redis failed; nothing is known to be deleted.
         """
-        return bool(self._call(self.client.delete, self._key(response_id)))
+        return bool(self._call("delete", self._key(response_id)))
 
     def close(self) -> None:
         """Close the client's connections."""
