@@ -158,3 +158,27 @@ def test_two_frontends_share_prefixes_in_flight_counts_and_conversations(tmp_pat
             assert json.loads(r.get(f"{{recipe:load}}:frontend:{health['shared_load']['frontend']}")) == {}
         finally:
             r.close()
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--shared-load", "memory"], "--shared-load 'memory': want redis://"),
+    (["--shared-load", "redis://:notaport/0"], "Port"),
+    (["--shared-load", "redis+cluster://:notaport"], "Port"),
+    (["--shared-load", "redis://127.0.0.1:1/0", "--shared-load-interval", "0"], "interval must be > 0"),
+    (["--shared-load", "redis://127.0.0.1:1/0", "--shared-load-ttl", "0.1"], "longer than its interval"),
+    (["--index", "redis+cluster://:notaport"], "--index redis+cluster://:notaport: Port"),
+    (["--store", "redis+cluster://:notaport"], "--store redis+cluster://:notaport: Port"),
+])
+def test_bad_shared_flags_exit_2_with_one_line(args, why, capsys):
+    from recipe.cli.main import main
+
+    assert main(["serve", "--port", "0", *([] if "--store" in args else ["--store", "memory"]), *args]) == 2
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_help_lists_the_shared_flags():
+    out = subprocess.run([sys.executable, "-m", "recipe", "serve", "--help"], capture_output=True, text=True, timeout=60).stdout
+    for flag in ("--shared-load URL", "--shared-load-interval S", "--shared-load-ttl S"):
+        assert flag in out
+    assert "redis+cluster://" in out
