@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -43,11 +43,13 @@ from recipe.serve.guard import Drain
 from recipe.serve.metrics import CONTENT_TYPE, Metrics
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.render import render_routes
-from recipe.serve.shared_load import SharedLoad
 from recipe.serve.tenants import Tenant, Tenants
 from recipe.serve.vocabulary import narrow, vocabulary_of
 from recipe.store.conversations import ConversationStore, MemoryStore, ScopedStore, StoreUnavailable
 from recipe.tokenizer import Tokenizer, load_tokenizer
+
+if TYPE_CHECKING:
+    from recipe.serve.shared_load import SharedLoad
 
 __all__ = ["app", "ServerState", "RecipeApp"]
 
