@@ -28,8 +28,9 @@ import pytest
 from serve_support import EOS, MODEL, redis_server, write_replay
 
 TTL = 1.0
-#: a long answer (about 120 ids, one every 40 ms): a stream stays in flight for seconds
-LONG = "Let me think about this.</think>" + " ".join(f"word{i}" for i in range(60)) + EOS
+#: a long answer (about 500 ids, one every 40 ms): a stream stays in flight for about 20 s, longer
+#: than the test holds it (it is closed, or its frontend killed, before it ends)
+LONG = "Let me think about this.</think>" + " ".join(f"word{i}" for i in range(250)) + EOS
 
 
 @contextmanager
@@ -144,6 +145,7 @@ def test_two_frontends_share_prefixes_in_flight_counts_and_conversations(tmp_pat
         assert chat(b, [{"role": "user", "content": "Something new."}]) == next(n for n in names if n not in held)
 
         # a killed frontend's counts expire: B sees none within the TTL (plus a sync and slack)
+        assert _others(url_b) == busy  # A's streams are still in flight when it dies
         os.kill(proc_a.pid, signal.SIGKILL)
         proc_a.wait(timeout=10)
         took = _wait("A's counts to expire", lambda: _others(url_b) == dict.fromkeys(names, 0), TTL + 10)
