@@ -180,6 +180,44 @@ def test_redis_down_keeps_the_last_sums_for_the_ttl_then_drops_them():
     assert shared.errors == len(errors) >= 3
 
 
+async def _until(check, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_a_sync_that_fails_for_any_reason_never_stops_the_loop(caplog):
+    # a client that breaks in a way no Redis error covers (a bug): the loop goes on, and the last
+    # sums are dropped once older than the ttl rather than kept for ever
+    class Broken:
+        def pipeline(self, transaction: bool = False) -> None:
+            raise KeyError("boom")
+
+    now = [0.0]
+    shared = SharedLoad(Broken(), interval=0.01, ttl=1.0, frontend="a", clock=lambda: now[0])
+    shared.others, shared.synced_at = {"r0": 4}, 0.0
+    pool = ReplicaPool([ReplayEngine(load_turns([{"text": "x" + EOS}]), name=f"r{i}") for i in range(2)])
+
+    async def go() -> None:
+        task = asyncio.create_task(shared.run(pool.replicas))
+        try:
+            await _until(lambda: shared.errors >= 3 or task.done())
+            assert pool.replicas[0].others == 4 and not task.done()
+            now[0] = 2.0
+            n = shared.errors
+            await _until(lambda: shared.errors >= n + 2 or task.done())
+            assert pool.replicas[0].others == 0 and not task.done()
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(go())
+    warnings = [r for r in caplog.records if "sync failed: KeyError('boom')" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].exc_info is not None  # logged once, with its traceback
+
+
 def test_every_key_lies_in_one_hash_slot():
     s = SharedLoad(object(), prefix="fleet:a")
     keys = [s.registry, s.key, *(s.key_of(f) for f in ("x", "host-1-abcd", "日本", "a:b:c"))]

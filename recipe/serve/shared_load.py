@@ -146,8 +146,9 @@ class SharedLoad:
 
     async def run(self, replicas: Sequence[_Counted], on_error: Callable[[], None] | None = None) -> None:
         """Sync every :attr:`interval` seconds until cancelled: publish the replicas' ``in_flight``,
-        set each one's ``others``. A failed sync calls ``on_error`` (the first is logged), keeps the
-        last sums for :attr:`ttl` seconds after the last good sync, then sets them to 0."""
+        set each one's ``others``. A failed sync (Redis, or any other exception) calls ``on_error``
+        (the first is logged), keeps the last sums for :attr:`ttl` seconds after the last good sync,
+        then sets them to 0; the loop goes on."""
         failing = False
         while True:
             try:
@@ -155,12 +156,15 @@ class SharedLoad:
                 if failing:
                     _log.info("shared load: Redis answers again")
                 failing = False
-            except SharedLoadUnavailable as exc:
+            except Exception as exc:  # SharedLoadUnavailable, or anything else: the loop must go on, or
+                # the last sums would stay on the replicas for ever
                 self.errors += 1
                 if on_error is not None:
                     on_error()
                 if not failing:
-                    _log.warning("%s; routing by this frontend's own counts once the last ones are %.0f s old", exc, self.ttl)
+                    known = isinstance(exc, SharedLoadUnavailable)
+                    _log.warning("%s; routing by this frontend's own counts once the last ones are %.0f s old",
+                                 exc if known else f"shared load: sync failed: {exc!r}", self.ttl, exc_info=not known)
                 failing = True
                 if self.synced_at is None or self.clock() - self.synced_at > self.ttl:
                     self.others, self.frontends = {}, 0
