@@ -10,6 +10,9 @@ Two parts, every value from vLLM, none from recipe:
 2. ``bodies.json``: the bodies a running vLLM answers for the requests in :data:`CASES` on
    ``/v1/chat/completions/render``, ``/v1/messages/render``, ``/v1/responses/render`` and, for one
    generate response, ``/v1/chat/completions/derender``.
+3. ``completions.json`` (``--completions``: only this file): what it answers on
+   ``/v1/completions/render`` for :data:`COMPLETION_CASES` and on ``/v1/completions/derender`` for
+   one generate response.
 
 Run (vLLM 0.32 on the CPU as ``.ci/real_engine_setup`` installs it; the tiny DeepSeek-V4-vocabulary
 model the real-engine tests build)::
@@ -18,6 +21,7 @@ model the real-engine tests build)::
         --served-model-name deepseek-v4-flash --tokenizer-mode deepseek_v4 --enable-scale-out \\
         --max-model-len 4096 --port 18731 &
     $VLLM_PY tests/render_make_vectors.py http://127.0.0.1:18731
+    $VLLM_PY tests/render_make_vectors.py http://127.0.0.1:18731 --completions
 
 The script imports only vLLM, httpx and the standard library.
 """
@@ -64,6 +68,33 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
         "model": MODEL, "input": "Weather in Paris?", "instructions": "Be brief.", "max_output_tokens": 64}),
 }
 
+#: name -> a /v1/completions/render body (the prompt's four forms and the sampling fields).
+COMPLETION_CASES: dict[str, dict[str, Any]] = {
+    "text": {"model": MODEL, "prompt": "Hello world"},
+    "texts_sampling": {"model": MODEL, "prompt": ["Hello", "The weather in Paris is"], "max_tokens": 20,
+                       "temperature": 0.5, "top_p": 0.9, "top_k": 5, "seed": 7, "stop": ["\n\n", "."],
+                       "logprobs": 2, "stream": True, "stream_options": {"include_usage": True}},
+    "ids": {"model": MODEL, "prompt": [0, 19923, 2058], "temperature": 0, "max_tokens": 8, "ignore_eos": True,
+            "min_tokens": 2, "stop_token_ids": [1], "logit_bias": {"5": 1}, "bad_words": ["x"]},
+    "id_lists": {"model": MODEL, "prompt": [[0, 19923], [23166]], "n": 2, "skip_special_tokens": False,
+                 "stop": "z", "include_stop_str_in_output": True, "request_id": "mine"},
+}
+
+
+def _completions(client: Any, url: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, body in COMPLETION_CASES.items():
+        r = client.post(url + "/v1/completions/render", json=body)
+        out[name] = {"route": "/v1/completions/render", "request": body, "status": r.status_code, "response": r.json()}
+    gen = out["text"]["response"][0]
+    derender = {"model": MODEL, "prompt_tokens": [len(gen["token_ids"])], "completion_request": COMPLETION_CASES["text"],
+                "generate_responses": [{"request_id": gen["request_id"], "choices": [
+                    {"index": 0, "finish_reason": "stop", "token_ids": [19923, 2058, 1]}]}]}
+    r = client.post(url + "/v1/completions/derender", json=derender)
+    out["derender"] = {"route": "/v1/completions/derender", "request": derender, "status": r.status_code,
+                       "response": r.json()}
+    return out
+
 
 def _fields() -> dict[str, Any]:
     import msgspec
@@ -98,6 +129,13 @@ def main() -> None:
 
     url = sys.argv[1].rstrip("/")
     OUT.mkdir(parents=True, exist_ok=True)
+    if "--completions" in sys.argv[2:]:
+        with httpx.Client(timeout=120) as client:
+            cases = _completions(client, url)
+        (OUT / "completions.json").write_text(json.dumps({"vllm_version": vllm.__version__, "server_flags": [
+            "--tokenizer-mode", "deepseek_v4", "--enable-scale-out", "--max-model-len", "4096",
+            "--served-model-name", MODEL], "cases": cases}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return
     fields = _fields()
     fields["vllm_version"] = vllm.__version__
     (OUT / "fields.json").write_text(json.dumps(fields, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -15,6 +15,10 @@ serves that protocol with ``--enable-scale-out``; recipe serves the same routes 
                                       the ``chat.completion`` recipe would have answered
 ``POST /v1/messages/derender``        the same with ``messages_request`` → a Messages ``message``
 ``POST /v1/responses/derender``       the same with ``responses_request`` → a Responses ``response``
+``POST /v1/completions/render``       a Completions body (text or token-id prompts) → a list of
+                                      ``GenerateRequest`` (:mod:`recipe.serve.render_completions`)
+``POST /v1/completions/derender``     ``{generate_responses, prompt_tokens?, completion_request?, model?}``
+                                      → a ``text_completion``
 ===================================  ==================================================================
 
 A ``GenerateRequest`` has exactly the fields of vLLM 0.32's ``GenerateRequest.model_dump()`` in its
@@ -60,8 +64,9 @@ from recipe.pipeline import prepare
 from recipe.serve.engines.base import EngineRequest
 from recipe.serve.engines.generate import GENERATE_REQUEST_FIELDS, generate_body
 from recipe.serve.errors import ServeError, error_json
+from recipe.serve.render_completions import derender_completion, render_completion
 
-__all__ = ["RENDER_PATHS", "DERENDER_PATHS", "GENERATE_REQUEST_FIELDS", "generate_request", "derender", "render_routes"]
+__all__ = ["RENDER_PATHS", "DERENDER_PATHS", "COMPLETIONS_RENDER_PATH", "COMPLETIONS_DERENDER_PATH", "GENERATE_REQUEST_FIELDS", "generate_request", "derender", "render_routes"]
 
 #: Render route -> API.
 RENDER_PATHS = {"/v1/chat/completions/render": "chat", "/v1/messages/render": "messages",
@@ -69,6 +74,9 @@ RENDER_PATHS = {"/v1/chat/completions/render": "chat", "/v1/messages/render": "m
 #: Derender route -> API.
 DERENDER_PATHS = {"/v1/chat/completions/derender": "chat", "/v1/messages/derender": "messages",
                   "/v1/responses/derender": "responses"}
+#: The Completions routes (a list of ``GenerateRequest`` per request: :mod:`recipe.serve.render_completions`).
+COMPLETIONS_RENDER_PATH = "/v1/completions/render"
+COMPLETIONS_DERENDER_PATH = "/v1/completions/derender"
 #: The body field of each derender route that carries the original request.
 REQUEST_FIELDS = {"chat": "chat_request", "messages": "messages_request", "responses": "responses_request"}
 
@@ -298,5 +306,33 @@ def render_routes(st: Any) -> list[Route]:
             return JSONResponse(out)
         return handler
 
+    def tenant_of(request: Request) -> Any:
+        tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
+        if tenant is None:
+            raise ServeError("authentication", "Incorrect API key provided." if (
+                request.headers.get("authorization") or request.headers.get("x-api-key")) else "Missing API key.")
+        return tenant
+
+    async def completions_render(request: Request) -> Response:
+        try:
+            tenant = tenant_of(request)
+            body = _object(await _read(request, st.options.max_body_bytes))
+            out: Any = await asyncio.to_thread(render_completion, body, st.options, st.tokenizer,
+                                               header_id=request.headers.get("x-request-id"), cache_salt=tenant.salt)
+        except (ServeError, RequestError) as err:
+            return answer("chat", err)
+        return JSONResponse(out)
+
+    async def completions_derender(request: Request) -> Response:
+        try:
+            tenant_of(request)
+            body = _object(await _read(request, st.options.max_body_bytes))
+            out = await asyncio.to_thread(derender_completion, body, st.options, st.tokenizer)
+        except (ServeError, RequestError) as err:
+            return answer("chat", err)
+        return JSONResponse(out)
+
     return [*(Route(p, render(api), methods=["POST"]) for p, api in RENDER_PATHS.items()),
-            *(Route(p, derender_route(api), methods=["POST"]) for p, api in DERENDER_PATHS.items())]
+            *(Route(p, derender_route(api), methods=["POST"]) for p, api in DERENDER_PATHS.items()),
+            Route(COMPLETIONS_RENDER_PATH, completions_render, methods=["POST"]),
+            Route(COMPLETIONS_DERENDER_PATH, completions_derender, methods=["POST"])]
