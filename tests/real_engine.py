@@ -12,7 +12,10 @@ skips with a one-line reason, except under ``CI``, where it fails: CI always run
   process group, on 127.0.0.1 and a free port, with its log in a file; :meth:`VLLMServer.stop`
   ends the whole group. Its ``/metrics`` gauges are read with :meth:`VLLMServer.gauge`.
 - the fixtures ``vllm`` (default grammar backend, prefix caching with ``--enable-prompt-tokens-details``;
-  started on first use and kept for the run) and ``vllm_guidance`` (the llguidance grammar backend).
+  started on first use and kept for the run), ``vllm_guidance`` (the llguidance grammar backend) and
+  ``vllm_running`` (whichever is running). Every engine serves vLLM's render, derender and
+  ``/inference/v1/generate`` routes (``--enable-scale-out``) with its DeepSeek-V4 chat encoder
+  (``--tokenizer-mode deepseek_v4``).
   One engine runs at a time (:class:`Engines`): a module that asks for the other configuration
   stops the first. Mark such tests ``real_engine``; the log of an engine that fails to start, or of
   any failed real-engine test, is printed.
@@ -126,6 +129,8 @@ class VLLMServer:
                "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(self.port),
                "--max-model-len", str(MAX_MODEL_LEN), "--dtype", "bfloat16", "--enable-prefix-caching",
                "--enable-prompt-tokens-details", "--max-num-seqs", "64", "--disable-uvicorn-access-log",
+               # vLLM's render / derender / generate routes, with its DeepSeek-V4 chat encoder (the render tests)
+               "--enable-scale-out", "--tokenizer-mode", "deepseek_v4",
                *(() if compiled else ("--enforce-eager",)), *args]
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
                "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
@@ -272,6 +277,14 @@ def vllm(vllm_engines: Engines) -> VLLMServer:
     """vLLM with its default grammar backend, prefix caching and ``--enable-prompt-tokens-details``
     (started once and kept for the run while no test asks for another configuration)."""
     return vllm_engines.get("vllm")
+
+
+@pytest.fixture(scope="module")
+def vllm_running(vllm_engines: Engines) -> VLLMServer:
+    """The engine already running, whichever configuration (every one serves vLLM's render routes:
+    ``--enable-scale-out``), else the default one: a module that needs only what all share asks for
+    this and starts no second engine."""
+    return vllm_engines.get(vllm_engines.name or "vllm")
 
 
 @pytest.fixture(scope="module")

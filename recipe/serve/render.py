@@ -31,8 +31,8 @@ values ``recipe serve`` sends its own engines: ``max_tokens``, sampling, the EOS
 ``stop_token_ids``, ``logprobs`` and the output grammar in ``structured_outputs`` (with
 ``reasoning_ended: true``, so an engine with a reasoning parser applies the grammar from the first
 token: the grammar covers the reasoning too). Request ids follow vLLM: Chat and Messages
-``chatcmpl-`` + the ``X-Request-Id`` header, the body's ``request_id`` or 32 hex digits; Responses
-the body's ``request_id`` or ``resp_`` + 32 hex digits.
+``chatcmpl-`` + the ``X-Request-Id`` header, the body's ``request_id`` or 16 hex digits (vLLM's ``random_uuid``); Responses
+the body's ``request_id`` or ``resp_`` + 16 hex digits.
 
 Derender is the way back for a caller that generated through ``/inference/v1/generate``: recipe's own
 output parser (reasoning, DSML tool calls, stop sequences) on the choice's ``token_ids``, with the
@@ -64,7 +64,7 @@ from recipe.pipeline import prepare
 from recipe.serve.engines.base import EngineRequest
 from recipe.serve.engines.generate import GENERATE_REQUEST_FIELDS, generate_body
 from recipe.serve.errors import ServeError, error_json
-from recipe.serve.render_completions import derender_completion, render_completion
+from recipe.serve.render_completions import derender_completion, random_id, render_completion
 
 __all__ = ["RENDER_PATHS", "DERENDER_PATHS", "COMPLETIONS_RENDER_PATH", "COMPLETIONS_DERENDER_PATH", "GENERATE_REQUEST_FIELDS", "generate_request", "derender", "render_routes"]
 
@@ -119,8 +119,8 @@ def _request_id(api: str, body: Mapping[str, Any], header: str | None) -> str:
     given = body.get("request_id")
     given = given if isinstance(given, str) and given else None
     if api == "responses":
-        return given or f"resp_{uuid.uuid4().hex}"
-    return "chatcmpl-" + (header if header is not None else given or uuid.uuid4().hex)
+        return given or f"resp_{random_id()}"
+    return "chatcmpl-" + (header if header is not None else given or random_id())
 
 
 def _priority(body: Mapping[str, Any]) -> int:

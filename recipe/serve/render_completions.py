@@ -251,7 +251,7 @@ def render_completion(body: Mapping[str, Any], options: Options, tokenizer: Toke
     req: CompletionRenderRequest = parse_body(CompletionRenderRequest, dict(body))
     _check(req, body)
     tok = vocabulary(req.model, options, tokenizer)
-    base = "cmpl-" + (header_id if header_id is not None else req.request_id or f"{uuid.uuid4().int & (2**64 - 1):016x}")
+    base = "cmpl-" + (header_id if header_id is not None else req.request_id or random_id())
     prompts = _prompts(req)
     window = options.context_limit
     stream_options = None
@@ -288,6 +288,11 @@ def render_completion(body: Mapping[str, Any], options: Options, tokenizer: Toke
         assert tuple(gen) == GENERATE_REQUEST_FIELDS
         out.append(gen)
     return out
+
+
+def random_id() -> str:
+    """16 hex digits: 64 random bits, as vLLM's ``random_uuid``."""
+    return f"{uuid.uuid4().int & (2**64 - 1):016x}"
 
 
 def _int_list(value: Any, n: int, field: str) -> list[int] | None:
@@ -388,7 +393,7 @@ def derender_completion(body: Mapping[str, Any], options: Options, tokenizer: To
     kv = gens[0].get("kv_transfer_params")
     first_id = gens[0].get("request_id")
     return {
-        "id": first_id if isinstance(first_id, str) and first_id else f"cmpl-{uuid.uuid4().hex}",
+        "id": first_id if isinstance(first_id, str) and first_id else f"cmpl-{random_id()}",
         "object": "text_completion", "created": int(time.time()), "model": name, "choices": choices,
         "service_tier": None, "system_fingerprint": None,
         "usage": {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
