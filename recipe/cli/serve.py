@@ -79,8 +79,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve`` to the ``recipe`` command."""
     p = subparsers.add_parser("serve", help="run the OpenAI / Anthropic compatible server over an engine")
     p.add_argument("--engine", action="append", metavar="SPEC",
-                   help="demo (default), replay:FILE, vllm+http://HOST:PORT, sglang+http://HOST:PORT; "
-                        "repeat for a replica pool")
+                   help="demo (default), replay:FILE, vllm+http://HOST:PORT, sglang+http://HOST:PORT, "
+                        "generate+http://HOST:PORT; repeat for a replica pool. P/D disaggregation: tag each "
+                        "replica prefill=SPEC or decode=SPEC (all vllm+ or all sglang+; an SGLang prefill spec "
+                        "may end in ?bootstrap_port=N, default 8998): each request is prefilled on the cheapest "
+                        "prefill replica (uncached prompt tokens plus load) and decoded on the least loaded "
+                        "decode replica, through vLLM's kv_transfer_params or SGLang's bootstrap fields "
+                        "(docs/fleet.md)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--api-keys", metavar="FILE", help="API keys -> tenants (default: open server)")

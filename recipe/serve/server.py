@@ -33,7 +33,7 @@ from recipe.output.driver import ENCODERS, CompletionStream
 from recipe.pipeline import prepare
 from recipe.serve.admission import request_finished, request_started
 from recipe.serve.config import ServeConfig
-from recipe.serve.engines import as_engine
+from recipe.serve.engines import build_engines
 from recipe.serve.engines.base import Engine
 from recipe.serve.errors import ServeError, error_json
 from recipe.serve.choices import run_choices
@@ -70,7 +70,9 @@ class ServerState:
         self.pool, self.options, self.config, self.store = pool, options, config, store
         self.base_options = options  # ``options`` is this narrowed to the engines' vocabulary, with their window
         # the replicas that report their served models and window (HTTP engines: ``refresh``)
-        self.reporting = [r.engine for r in pool.replicas if callable(getattr(r.engine, "refresh", None))]
+        # (a P/D engine's replicas: its ``members``)
+        self.reporting = [m for r in pool.replicas for m in getattr(r.engine, "members", (r.engine,))
+                          if callable(getattr(m, "refresh", None))]
         #: the vocabularies whose families the server serves (``--vocabulary``, else what the vLLM
         #: replicas tokenize the probe with), or None: every family (nothing says otherwise)
         self.vocabularies: tuple[str, ...] | None = (config.vocabulary,) if config.vocabulary else None
@@ -492,7 +494,8 @@ def app(
         TokenizerError: an unreadable or invalid ``tokenizer`` file.
     """
     specs = list(engines) if engines else [engine]
-    built: list[Engine] = [as_engine(e, config.timeouts) for e in specs]
+    built: list[Engine] = build_engines(specs, config.timeouts, index=index, weights=config.routing_weights,
+                                        metrics_interval=config.metrics_interval if config.routing == "cost" else 0.0)
     pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance, routing=config.routing,
                        weights=config.routing_weights)
     tok = tokenizer if isinstance(tokenizer, Tokenizer) or tokenizer is None else load_tokenizer(tokenizer)

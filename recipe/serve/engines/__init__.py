@@ -12,19 +12,24 @@
 
 An HTTP spec may end in ``?model=NAME`` (the served model name to send), ``&name=REPLICA`` and
 ``&grammar=structural_tag|lark`` (how the turn grammar is sent, per the engine's grammar backend:
-:data:`.http.GrammarForm`; default ``structural_tag``). A Python callable is an engine too
-(:mod:`.inprocess`).
+:data:`.http.GrammarForm`; default ``structural_tag``); an SGLang spec also ``&bootstrap_port=N``
+(its P/D bootstrap port). A Python callable is an engine too (:mod:`.inprocess`).
+
+P/D disaggregation (:mod:`.disagg`): specs tagged ``prefill=SPEC`` and ``decode=SPEC`` (all vLLM or
+all SGLang) make one engine that prefills each request on a prefill replica and decodes it on a
+decode replica (:func:`build_engines`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from recipe.serve.config import Timeouts
 from recipe.serve.engines.base import Engine, EngineDelta, EngineError, EngineRequest
 
-__all__ = ["Engine", "EngineDelta", "EngineError", "EngineRequest", "engine_from_spec", "as_engine"]
+__all__ = ["Engine", "EngineDelta", "EngineError", "EngineRequest", "engine_from_spec", "as_engine", "build_engines"]
 
 
 def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
@@ -52,9 +57,10 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
         name = query.get("name") or f"{scheme}:{parts.netloc}{parts.path}"
-        unknown = sorted(set(query) - {"model", "name", "grammar"})
+        allowed = {"model", "name", "grammar"} | ({"bootstrap_port"} if scheme == "sglang" else set())
+        unknown = sorted(set(query) - allowed)
         if unknown:
-            raise ValueError(f"engine {spec!r}: unknown parameter {unknown[0]!r} (want model, name, grammar)")
+            raise ValueError(f"engine {spec!r}: unknown parameter {unknown[0]!r} (want {', '.join(sorted(allowed))})")
         grammar = query.get("grammar", "structural_tag")
         if grammar not in ("structural_tag", "lark"):
             raise ValueError(f"engine {spec!r}: grammar={grammar!r}, want structural_tag or lark")
@@ -68,7 +74,13 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
             return VLLMEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
         from recipe.serve.engines.sglang import SGLangEngine
 
-        return SGLangEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
+        sglang = SGLangEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
+        if "bootstrap_port" in query:
+            port = query["bootstrap_port"]
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"engine {spec!r}: bootstrap_port={port!r}, want a port number")
+            sglang.bootstrap_port = int(port)
+        return sglang
     raise ValueError(f"unknown engine {spec!r}: use demo, replay:FILE, vllm+http://HOST:PORT, sglang+http://HOST:PORT or "
                      "generate+http://HOST:PORT")
 
@@ -90,3 +102,46 @@ def as_engine(value: Any, timeouts: Timeouts = Timeouts()) -> Engine:
 
         return CallableEngine(value)
     raise TypeError(f"not an engine: {type(value).__name__}")
+
+
+def _role(spec: Any) -> tuple[str | None, Any]:
+    """``prefill=SPEC`` -> ("prefill", SPEC); anything else -> (None, spec)."""
+    if isinstance(spec, str):
+        role, sep, rest = spec.partition("=")
+        if sep and role in ("prefill", "decode") and "://" not in role:
+            return role, rest
+    return None, spec
+
+
+def build_engines(specs: Sequence[Any], timeouts: Timeouts = Timeouts(), *, index: Any = None,
+                  weights: Any = None, block_size: int | None = None, metrics_interval: float = 2.0) -> list[Engine]:
+    """The engines ``specs`` name (:func:`as_engine` each); specs tagged ``prefill=`` / ``decode=``
+    become one :class:`~recipe.serve.engines.disagg.DisaggregatedEngine` (its prefill choice reads
+    ``index`` with ``weights`` and ``block_size``; its replicas' ``/metrics`` are scraped every
+    ``metrics_interval`` seconds).
+
+    Raises:
+        ValueError: a bad spec; role-tagged and untagged specs mixed; a P/D pool without a prefill or
+            a decode replica, or over engines other than vLLM / SGLang HTTP ones.
+    """
+    tagged = [_role(s) for s in specs]
+    if not any(role for role, _ in tagged):
+        return [as_engine(s, timeouts) for s in specs]
+    if not all(role for role, _ in tagged):
+        raise ValueError("P/D: either every --engine is prefill=SPEC or decode=SPEC, or none is")
+    from recipe.serve.engines.disagg import DisaggregatedEngine
+    from recipe.serve.engines.http import HTTPEngine
+
+    by_role: dict[str, list[HTTPEngine]] = {"prefill": [], "decode": []}
+    for role, spec in tagged:
+        built = engine_from_spec(spec, timeouts)
+        if not isinstance(built, HTTPEngine):
+            raise ValueError(f"P/D: {spec!r} is not a vllm+http:// or sglang+http:// engine")
+        by_role[role].append(built)  # type: ignore[index]
+    extra: dict[str, Any] = {}
+    if weights is not None:
+        extra["weights"] = weights
+    if block_size is not None:
+        extra["block_size"] = block_size
+    return [DisaggregatedEngine(by_role["prefill"], by_role["decode"], index=index, metrics_interval=metrics_interval,
+                                **extra)]

@@ -23,7 +23,7 @@ engine refusing the request (``bad_request``: the client's 400), like vLLM's 400
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from recipe.conversation import ExtraSampling
@@ -110,19 +110,27 @@ class SGLangEngine(HTTPEngine):
 
     path = "/generate"
     serves_n = True
+    #: the port of this server's P/D bootstrap server (``--disaggregation-bootstrap-port``; the spec's
+    #: ``&bootstrap_port=``), which a prefill replica of a P/D pool names to the decode replica
+    bootstrap_port: int | None = None
 
-    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
-        """One ``/generate`` stream for ``req`` (see :meth:`HTTPEngine.generate`)."""
-        return self._attempt(req, grammar)
+    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None,
+                fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
+        """One ``/generate`` stream for ``req`` (see :meth:`HTTPEngine.generate`), with ``fields``
+        added to the body's top level (P/D: :mod:`recipe.serve.engines.disagg`)."""
+        return self._attempt(req, grammar, fields)
 
-    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None,
+                       fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
         # with n > 1 SGLang runs one sub-request per choice: each frame names its choice in
         # ``index`` (and its sub-request in ``meta_info.id``), each choice's output_ids are its own
         n = req.extra.n if req.extra is not None else 1
         finished = False
         rids = {req.request_id}
         try:
-            async with self.stream(self.path, sglang_body(req, grammar, self.grammar_form)) as response:
+            body = sglang_body(req, grammar, self.grammar_form)
+            body.update(fields or {})
+            async with self.stream(self.path, body) as response:
                 seen = [0] * n
                 done: set[int] = set()
                 async for obj in sse_objects(response):

@@ -22,7 +22,7 @@ Cancelling closes the HTTP stream: vLLM aborts a request whose client went away.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -154,12 +154,14 @@ class VLLMEngine(HTTPEngine):
             return None
         return tuple(tokens)
 
-    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None,
+                fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
         """One ``/v1/completions`` stream for ``req`` (see :meth:`HTTPEngine.generate`); with
-        ``extra.n`` > 1 its choices' deltas, each tagged with its ``index``."""
+        ``extra.n`` > 1 its choices' deltas, each tagged with its ``index``. ``fields`` are added to
+        the body's top level (P/D's ``kv_transfer_params``: :mod:`recipe.serve.engines.disagg`)."""
         if req.extra is not None and req.extra.n > 1:
             return self._attempt_n(req, grammar, req.extra.n)
-        return self._attempt(req, grammar)
+        return self._attempt(req, grammar, fields)
 
     async def _attempt_n(self, req: EngineRequest, grammar: OutputGrammar | None, n: int) -> AsyncIterator[EngineDelta]:
         """The stream of an ``n``-choice request: chunks carry ``choices[k].index``; each choice's
@@ -206,8 +208,11 @@ class VLLMEngine(HTTPEngine):
             for k in range(n):
                 yield held[k]
 
-    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
-        async with self.stream(self.path, vllm_body(req, self.model, grammar, self.grammar_form)) as response:
+    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None,
+                       fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
+        body = vllm_body(req, self.model, grammar, self.grammar_form)
+        body.update(fields or {})
+        async with self.stream(self.path, body) as response:
             held: EngineDelta | None = None
             prompt: int | None = None
             async for obj in sse_objects(response):

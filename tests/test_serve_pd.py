@@ -1,0 +1,179 @@
+"""P/D-disaggregated serving (recipe/serve/engines/disagg.py): ``recipe serve`` with ``prefill=`` and
+``decode=`` replicas, driven through the official openai and anthropic SDKs.
+
+Why no real engine: disaggregation needs a KV connector that moves the prompt's KV cache from the
+prefill engine to the decode engine — vLLM's NixlConnector (NIXL / UCX transfers between GPU
+workers) or SGLang's Mooncake / NIXL backends — and none runs on this machine's CPU-only vLLM (SGLang
+is not installed at all). So the engines are in-test HTTP servers on 127.0.0.1 (tests/fake_pd_engines.py)
+that check each protocol's fields as the real engines need them and answer as they do: vLLM's
+``kv_transfer_params`` round trip (prefill whole with ``max_tokens`` 1, decode with the prefill's
+parameters, read once) and SGLang's bootstrap fields (the same host, port and room on both servers).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import pytest
+import uvicorn
+from fake_pd_engines import PREFILL_TRANSFER, Fake, Ledger, sglang_decode_app, sglang_prefill_app, vllm_decode_app, vllm_prefill_app
+from serve_support import free_port, running
+
+import recipe.serve
+from recipe.serve.config import ServeConfig
+from recipe.serve.engines import build_engines
+
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+
+MODEL = "deepseek-v4-flash"
+OFF = {"thinking": {"type": "disabled"}}
+CONFIG = dict(warm=False, gc_freeze=False, probe_seconds=None)
+
+
+@contextmanager
+def fleet(protocol: str, prefill: list[Fake], decode: list[Fake], dead_prefill: int = 0, **config: Any):
+    """The fake servers and ``recipe serve`` over them: yields (recipe's URL, ledger, {name: url})."""
+    ledger = Ledger()
+    make_p = vllm_prefill_app if protocol == "vllm" else sglang_prefill_app
+    make_d = vllm_decode_app if protocol == "vllm" else sglang_decode_app
+    with ExitStack() as stack:
+        urls = {f.name: stack.enter_context(running(make_p(f, ledger), config_of=uvicorn.Config)).url for f in prefill}
+        urls.update({f.name: stack.enter_context(running(make_d(f, ledger), config_of=uvicorn.Config)).url for f in decode})
+        specs = [f"prefill={protocol}+http://127.0.0.1:{free_port()}?name=dead{k}" for k in range(dead_prefill)]
+        for f in prefill:
+            port = f"&bootstrap_port={f.bootstrap_port}" if protocol == "sglang" else ""
+            specs.append(f"prefill={protocol}+{urls[f.name]}?name={f.name}&model=tiny{port}")
+        specs += [f"decode={protocol}+{urls[f.name]}?name={f.name}&model=tiny" for f in decode]
+        app = recipe.serve.app(engines=specs, config=ServeConfig(**{**CONFIG, **config}))
+        srv = stack.enter_context(running(app))
+        yield srv.url, ledger, urls
+
+
+def oai(url: str) -> Any:
+    return openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=30)
+
+
+def ask(url: str, text: str = "Hi", stream: bool = False) -> tuple[str, Any]:
+    client = oai(url)
+    msgs = [{"role": "user", "content": text}]
+    if not stream:
+        r = client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=20, extra_body=OFF)
+        return r.choices[0].message.content, r.usage
+    chunks = list(client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=20, stream=True,
+                                                 stream_options={"include_usage": True}, extra_body=OFF))
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices), chunks[-1].usage
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_vllm_pd_prefills_on_one_replica_and_decodes_with_its_kv_transfer_params(stream):
+    with fleet("vllm", [Fake("P1")], [Fake("D1")]) as (url, ledger, _):
+        text, usage = ask(url, "Hello there", stream)
+        assert text == "Hello from decode."
+        (pre,), (dec,) = ledger.by("P1"), ledger.by("D1")
+        assert pre["kv_transfer_params"] == PREFILL_TRANSFER and pre["max_tokens"] == 1 and pre["stream"] is False
+        assert dec["kv_transfer_params"]["do_remote_prefill"] is True and dec["stream"] is True
+        assert dec["prompt"] == pre["prompt"] == recipe.prepare(
+            {"model": MODEL, "messages": [{"role": "user", "content": "Hello there"}], **OFF}).token_ids
+        assert dec["max_tokens"] == 20 and pre["model"] == dec["model"] == "tiny"
+        assert usage.prompt_tokens == len(pre["prompt"])
+        assert usage.prompt_tokens_details.cached_tokens == 0  # the prefill replica's count, not the decode's
+
+
+def test_messages_through_the_anthropic_sdk_and_the_prefill_replicas_cached_count():
+    long = "Tell me about the weather. " * 40
+    with fleet("vllm", [Fake("P1")], [Fake("D1")]) as (url, ledger, _):
+        client = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
+        for _ in range(2):
+            m = client.messages.create(model=MODEL, max_tokens=30, messages=[{"role": "user", "content": long}],
+                                       thinking={"type": "disabled"})
+        assert m.content[0].text == "Hello from decode."
+        assert len(ledger.by("P1")) == len(ledger.by("D1")) == 2
+        assert m.usage.cache_read_input_tokens >= 64  # the second prefill found the first's blocks
+
+
+def test_the_prefill_replica_is_chosen_by_cached_prefix_the_decode_replica_by_load():
+    shared = "A long shared system prompt about the fleet. " * 30
+    with fleet("vllm", [Fake("P1"), Fake("P2")], [Fake("D1", running=40), Fake("D2")], metrics_interval=0.1) as (url, ledger, _):
+        ask(url, shared + "first")
+        time.sleep(0.5)  # the decode replicas' /metrics are scraped from the first request on
+        first = "P1" if ledger.by("P1") else "P2"
+        other = {"P1": "P2", "P2": "P1"}[first]
+        ask(url, shared + "second")
+        assert len(ledger.by(first)) == 2 and not ledger.by(other)  # the replica holding the prefix
+        ask(url, "Something else entirely")
+        assert len(ledger.by(other)) == 1  # a cold replica takes the new session
+        assert len(ledger.by("D2")) >= 2 and len(ledger.by("D1")) <= 1  # D1 reports 40 requests running
+
+
+def test_an_unreachable_prefill_replica_is_routed_around():
+    with fleet("vllm", [Fake("P1")], [Fake("D1")], dead_prefill=1) as (url, ledger, _):
+        for k in range(3):
+            assert ask(url, f"Hi {k}")[0] == "Hello from decode."
+        assert len(ledger.by("P1")) == 3
+
+
+@pytest.mark.parametrize(("prefill", "decode", "status", "words"), [
+    (Fake("P1", fail=500), Fake("D1"), 502, "P1 failed"),
+    (Fake("P1", no_params=True), Fake("D1"), 502, "kv_transfer_params"),
+    (Fake("P1"), Fake("D1", fail=500), 502, "D1 failed"),
+    (Fake("P1"), Fake("D1", fail=400), 400, "D1 failed"),
+])
+def test_an_error_at_either_stage_is_the_apis_own_error(prefill, decode, status, words):
+    with fleet("vllm", [prefill], [decode]) as (url, ledger, _):
+        with pytest.raises(openai.APIStatusError) as info:
+            ask(url)
+        assert info.value.status_code == status and words in info.value.message
+        with pytest.raises(anthropic.APIStatusError) as ainfo:
+            anthropic.Anthropic(base_url=url, api_key="x", max_retries=0).messages.create(
+                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "Hi"}])
+        assert ainfo.value.status_code == status and ainfo.value.body["type"] == "error"
+        if prefill.fail or prefill.no_params:
+            assert not ledger.by("D1")  # nothing decoded without the prefill's KV cache
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_sglang_pd_sends_the_same_bootstrap_fields_to_both(stream):
+    with fleet("sglang", [Fake("P1", bootstrap_port=9123)], [Fake("D1")]) as (url, ledger, _):
+        text, usage = ask(url, "Hello there", stream)
+        assert text == "Hello from decode."
+        (pre,), (dec,) = ledger.by("P1"), ledger.by("D1")
+        for key in ("bootstrap_host", "bootstrap_port", "bootstrap_room", "input_ids"):
+            assert pre[key] == dec[key], key
+        assert (pre["bootstrap_host"], pre["bootstrap_port"]) == ("127.0.0.1", 9123)
+        assert pre["stream"] is False and dec["stream"] is True
+        ask(url, "Hello there")
+        rooms = [b["bootstrap_room"] for b in ledger.by("P1")]
+        assert len(set(rooms)) == 2  # one room per request
+
+
+def test_sglang_prefill_failure_ends_the_request_with_the_apis_error():
+    with fleet("sglang", [Fake("P1", fail=500)], [Fake("D1")]) as (url, ledger, _):
+        t0 = time.monotonic()
+        with pytest.raises(openai.APIStatusError) as info:
+            ask(url, stream=True)
+        assert info.value.status_code == 502 and "P1 failed" in info.value.message
+        assert time.monotonic() - t0 < 2.5  # not after the decode server's 3 s wait for the KV cache
+
+
+@pytest.mark.parametrize(("specs", "words"), [
+    (["prefill=vllm+http://a:1", "vllm+http://b:1"], "either every"),
+    (["prefill=vllm+http://a:1"], "at least one prefill"),
+    (["prefill=vllm+http://a:1", "decode=sglang+http://b:1"], "all be vllm"),
+    (["prefill=replay:x.jsonl", "decode=vllm+http://b:1"], "replay"),
+    (["prefill=vllm+http://a:1?bootstrap_port=1", "decode=vllm+http://b:1"], "bootstrap_port"),
+])
+def test_bad_pd_specs_are_refused(specs, words):
+    with pytest.raises(ValueError, match=words):
+        build_engines(specs)
+
+
+def test_recipe_serve_help_documents_pd():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "recipe", "serve", "--help"], capture_output=True, text=True, check=True)
+    flat = " ".join(out.stdout.split())
+    assert "prefill=SPEC" in flat and "decode=SPEC" in flat and "kv_transfer_params" in flat
