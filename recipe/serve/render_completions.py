@@ -37,11 +37,10 @@ generate choice carries them. Streaming derender is not served.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import time
 
 from pydantic import ConfigDict
 
