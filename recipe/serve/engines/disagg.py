@@ -128,7 +128,7 @@ class DisaggregatedEngine:
     def pick_decode(self, prompt_tokens: int) -> Replica:
         """The decode replica for a prompt: the least cost with no cache credit (load and KV usage)."""
         candidates = self.decode.available()
-        cands = [Candidate(0, r.in_flight, r.served, r.load) for r in candidates]
+        cands = [Candidate(0, r.requests, r.served, r.load) for r in candidates]
         return candidates[pick(prompt_tokens, cands, self.weights, time.monotonic())]
 
     async def ping(self, timeout: float = 2.0) -> bool:
