@@ -1,241 +1,181 @@
-"""A Chat Completions request with ``n`` > 1: one engine request, ``n`` choices.
+"""The choices of one engine stream: what each delta adds to them, for one choice or ``n``.
 
-The engine samples the ``n`` choices of one prompt (vLLM's and SGLang's ``n``) and tags each delta
-with its choice's ``index`` (:class:`~recipe.serve.engines.base.EngineDelta`); each choice has its
-own :class:`~recipe.output.driver.CompletionStream` (``choice=k``), so its reasoning, tool calls,
-stop sequences and notes are its own. The shapes are OpenAI's:
+A Chat Completions request with ``n`` > 1 is one engine request with ``n`` choices: the engine
+samples them from one prompt (vLLM's and SGLang's ``n``) and tags each delta with its choice's
+``index`` (:class:`~recipe.serve.engines.base.EngineDelta`); each choice has its own
+:class:`~recipe.output.driver.CompletionStream` (``choice=k``), so its reasoning, tool calls, stop
+sequences and notes are its own. A request with one choice is the case ``n`` = 1. The shapes are
+OpenAI's:
 
 - a stream's chunks carry one choice each (``choices[0].index`` = k); each choice ends with its
   own finishing chunk (``finish_reason``, and its notes in ``recipe.notes``) whose ``usage`` is
   null, and once every choice has finished one more chunk with ``choices: []`` carries the
-  request's usage (completion tokens of all choices), then ``data: [DONE]``;
+  request's usage (completion tokens of all choices), then ``data: [DONE]`` (:class:`ChoiceFrames`);
 - the response object lists the choices in index order, with the summed usage
-  (:func:`~recipe.api.chat_output.merge_choices`).
+  (:func:`~recipe.api.chat_output.merge_choices` of each :class:`Collected` choice's response).
 
 The engine stream is closed once every choice has finished (EOS, a stop sequence or the engine's
-finish). Errors, timeouts and disconnects are handled as for one choice
-(:mod:`recipe.serve.generation`).
+finish); :mod:`recipe.serve.generation` drives the stream and handles errors, timeouts and
+disconnects the same way for any ``n``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from recipe.api.chat_output import ChatEncoder, merge_choices, total_usage
-from recipe.output.driver import CompletionStream, response
+from recipe.api.chat_output import ChatEncoder, total_usage
+from recipe.output.driver import CompletionStream
 from recipe.serve.engines.base import EngineDelta, EngineError
-from recipe.serve.errors import from_engine_error
-from recipe.serve.generation import (
-    _SSE_HEADERS,
-    Job,
-    Receive,
-    Send,
-    _aclose,
-    _count,
-    _delta_error,
-    _engine_error,
-    _fail,
-    _open,
-    _guard_error,
-    _id_headers,
-    _log_engine_error,
-    _observe_first,
-    _pre_stream_error,
-    _Usage,
-    json_response,
-)
-from recipe.serve.guard import Guard
-from recipe.serve.writer import FrameWriter
-from recipe.tokenizer import TokenIdError
+from recipe.serve.errors import ServeError, stream_error
 
-__all__ = ["run_choices", "stream_choices", "whole_choices"]
+if TYPE_CHECKING:
+    from recipe.api.prepared import PreparedRequest
+    from recipe.tokenizer import Tokenizer
+
+__all__ = ["Usage", "delta_error", "choice_index", "Collected", "ChoiceFrames"]
+
+#: The finish reasons that end a choice's output normally (``abort`` / ``error`` end the request).
+_ENDS = ("stop", "length")
 
 
-async def run_choices(job: Job, receive: Receive | None, send: Send, n: int) -> None:
-    """Generate the ``n`` choices of ``job`` and answer them over ``send`` (stream or JSON, by
-    ``job.prep.stream``), as :func:`recipe.serve.generation.run` does for one."""
-    guard = Guard(job.timeouts, receive, job.drain)
-    try:
-        if job.prep.stream:
-            await stream_choices(job, guard, send, n)
-        else:
-            await whole_choices(job, guard, send, n)
-    finally:
-        guard.close()
-        job.metrics.child(job.metrics.generation, job.api).observe(time.perf_counter() - job.started)
+class Usage:
+    """The engine's counts seen so far: ``prompt``, ``cached`` and ``completion`` tokens (all
+    choices)."""
+
+    __slots__ = ("prompt", "cached", "completion")
+
+    def __init__(self, prompt: int, cached: int) -> None:
+        self.prompt, self.cached, self.completion = prompt, cached, 0
+
+    def see_cached(self, cached: int) -> None:
+        """Take the engine's cached-token count, clamped to ``0 … prompt``."""
+        self.cached = min(max(cached, 0), self.prompt)
 
 
-def _index(d: EngineDelta, n: int) -> int:
+def delta_error(d: EngineDelta) -> EngineError:
+    """The error for a delta whose finish is a failure (``abort`` / ``error``)."""
+    return EngineError("failed", d.message or f"engine ended the request: {d.finish}")
+
+
+def choice_index(d: EngineDelta, n: int) -> int:
+    """The choice ``d`` belongs to, of ``n``.
+
+    Raises:
+        EngineError: ``protocol``, an index outside ``0 … n - 1``.
+    """
     k = d.index
     if type(k) is not int or not 0 <= k < n:
         raise EngineError("protocol", f"the engine's delta names choice {k!r}; the request has choices 0..{n - 1}")
     return k
 
 
-async def stream_choices(job: Job, guard: Guard, send: Send, n: int) -> None:
-    """Stream the ``n`` choices of ``job`` (see the module docstring)."""
-    api, prep, m = job.api, job.prep, job.metrics
-    it: AsyncIterator[EngineDelta] | None = None
-    usage = _Usage(len(prep.token_ids), 0)
-    writer: FrameWriter | None = None
-    first_byte = True
-    engine_seconds: float | None = None
-    try:
-        try:
-            it, d, engine_seconds = await _open(job)  # (a refused connection: another replica)
-            guard.touch()
-        except EngineError as exc:
-            return await _pre_stream_error(job, send, from_engine_error(exc))
-        cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
-        usage.cached = min(max(cached, 0), usage.prompt)
-        css = [CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id,
-                                tokenizer=job.tokenizer, choice=k) for k in range(n)]
-        enc: ChatEncoder = css[0].encoder  # type: ignore[assignment]  (n > 1: Chat Completions only)
-        finals: list[dict[str, Any] | None] = [None] * n
-        writer = FrameWriter(send, job.coalesce)
-        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
-        m.child(m.requests, api, "200").inc()
-        out: list[dict[str, Any]] = [p for cs in css for p in cs.start()]
-        while True:
-            k = _index(d, n)
-            cs = css[k]
-            if d.cached_tokens is not None:
-                usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
-            if not cs.finished:
-                if d.token_ids:
-                    out += cs.push(d.token_ids, d.logprobs)
-                    usage.completion += len(d.token_ids)
-                if d.finish is not None and not cs.finished:
-                    if d.finish not in ("stop", "length"):
-                        raise _delta_error(d)
-                    out += cs.finish(d.finish)
-                if cs.finished:  # its finishing chunk: the usage goes on the request's last chunk
-                    finals[k] = enc.drop_usage(out[-1])
-            data = b"".join(map(enc.frame, out))
-            if all(f is not None for f in finals):
-                guard.disarm()
-                await _aclose(it)
-                total = total_usage(finals)  # type: ignore[arg-type]
-                if usage.cached != total["prompt_tokens_details"]["cached_tokens"]:
-                    total["prompt_tokens_details"]["cached_tokens"] = usage.cached
-                    total["prompt_cache_hit_tokens"] = usage.cached
-                    total["prompt_cache_miss_tokens"] = usage.prompt - usage.cached
-                await writer.close(data + enc.frame(enc.usage_chunk(total)) + enc.done())
-                if first_byte:
-                    first_byte = False
-                    _observe_first(job, engine_seconds)
-                break
-            if data:
-                if writer.hold(data):
-                    await writer.flush()
-                if first_byte:
-                    first_byte = False
-                    _observe_first(job, engine_seconds)
-            out = []
-            try:
-                d = await it.__anext__()
-            except StopAsyncIteration:
-                raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
-            guard.touch()
-        _count(job, usage)
-    except asyncio.CancelledError:
-        if not guard.absorb():
-            raise
-        await _aclose(it)
-        if guard.reason == "disconnect":
-            if writer is not None:
-                writer.abandon()
-            m.child(m.errors, api, "disconnect").inc()
-            return
-        await _fail(job, send, writer, _guard_error(guard), None)
-    except (EngineError, TokenIdError) as exc:
-        guard.disarm()
-        await _aclose(it)
-        _log_engine_error(job, _engine_error(exc))
-        await _fail(job, send, writer, from_engine_error(_engine_error(exc)), None)
-    finally:
-        await _aclose(it)
-        if first_byte and engine_seconds is not None:
-            m.child(m.engine_latency, job.replica).observe(engine_seconds)
+class Collected:
+    """One choice's output as the engine reports it, for a whole (non-streamed) answer.
+
+    Attributes:
+        ids: the completion token ids so far.
+        logprobs: one entry per id, or None (not asked for, or a delta came without them: none
+            at all rather than made-up ones).
+        finish: None while generating; ``stop`` once the model wrote a stop token (EOS) or a stop
+            sequence, else the engine's ``stop`` / ``length``.
+    """
+
+    __slots__ = ("ids", "logprobs", "finish", "_watch")
+
+    def __init__(self, prep: PreparedRequest, want_logprobs: bool, response_id: str | None,
+                 tokenizer: Tokenizer | None, choice: int = 0) -> None:
+        self.ids: list[int] = []
+        self.logprobs: list[Any] | None = [] if want_logprobs else None
+        self.finish: str | None = None
+        # the stop sequences are watched as a stream would, so the engine is stopped where one ends
+        self._watch = CompletionStream(prep, response_id=response_id, tokenizer=tokenizer, choice=choice) \
+            if prep.parsing.stop_sequences else None
+
+    def take(self, d: EngineDelta, stops: frozenset[int]) -> None:
+        """Add delta ``d`` (of this choice, not yet finished); ``stops``: the stop token ids.
+
+        Raises:
+            EngineError: ``d`` ends the request as a failure.
+        """
+        if d.token_ids:
+            self.ids.extend(d.token_ids)
+            lps = self.logprobs
+            if lps is not None:
+                if d.logprobs is not None and len(d.logprobs) == len(d.token_ids):
+                    lps.extend(d.logprobs)
+                else:
+                    self.logprobs = None
+            if self._watch is not None:
+                self._watch.push(d.token_ids)
+            if not stops.isdisjoint(d.token_ids):  # the model ended its turn (EOS): the answer is complete,
+                self.finish = "stop"  # as the streamed path stops there too; what the engine does next is moot
+                return
+        if d.finish is not None:
+            if d.finish not in _ENDS:
+                raise delta_error(d)
+            self.finish = d.finish
+        elif self._watch is not None and self._watch.finished:
+            self.finish = "stop"
 
 
-async def whole_choices(job: Job, guard: Guard, send: Send, n: int) -> None:
-    """Collect the ``n`` choices of ``job``, then answer one ``chat.completion`` (see the module
-    docstring)."""
-    api, prep, m = job.api, job.prep, job.metrics
-    it: AsyncIterator[EngineDelta] | None = None
-    ids: list[list[int]] = [[] for _ in range(n)]
-    want_lp = prep.conversation.sampling.logprobs
-    lps: list[list[Any] | None] = [[] if want_lp else None for _ in range(n)]
-    watches = [CompletionStream(prep, response_id=job.response_id, tokenizer=job.tokenizer, choice=k)
-               if prep.parsing.stop_sequences else None for k in range(n)]
-    finish: list[str | None] = [None] * n
-    usage = _Usage(len(prep.token_ids), -1)
-    stops = frozenset(prep.engine.stop_token_ids) if prep.engine is not None else frozenset()
-    try:
-        it, d, engine_seconds = await _open(job)  # (a refused connection: another replica)
-        m.child(m.engine_latency, job.replica).observe(engine_seconds)
-        guard.touch()
-        while True:
-            k = _index(d, n)
-            if d.cached_tokens is not None:
-                usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
-            if finish[k] is None:
-                if d.token_ids:
-                    ids[k].extend(d.token_ids)
-                    got = lps[k]
-                    if got is not None:
-                        if d.logprobs is not None and len(d.logprobs) == len(d.token_ids):
-                            got.extend(d.logprobs)
-                        else:
-                            lps[k] = None
-                    w = watches[k]
-                    if w is not None:
-                        w.push(d.token_ids)
-                    if not stops.isdisjoint(d.token_ids) or (w is not None and w.finished):
-                        finish[k] = "stop"
-                if d.finish is not None and finish[k] is None:
-                    if d.finish not in ("stop", "length"):
-                        raise _delta_error(d)
-                    finish[k] = d.finish
-                elif d.finish is not None and d.finish not in ("stop", "length"):
-                    raise _delta_error(d)
-            if all(f is not None for f in finish):
-                break
-            try:
-                d = await it.__anext__()
-            except StopAsyncIteration:
-                raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
-            guard.touch()
-        guard.disarm()
-        await _aclose(it)
-        if usage.cached < 0:
-            usage.cached = min(job.cached_estimate, usage.prompt)
-        usage.completion = sum(map(len, ids))
-        body = merge_choices([
-            response(prep, ids[k], finish=finish[k] or "stop", logprobs=lps[k], prompt_tokens=usage.prompt,
-                     cached_tokens=usage.cached, response_id=job.response_id, tokenizer=job.tokenizer, choice=k)
-            for k in range(n)])
-        m.child(m.requests, api, "200").inc()
-        await json_response(send, 200, body, _id_headers(job))
-        m.child(m.ttft, api).observe(time.perf_counter() - job.started)
-        _count(job, usage)
-    except asyncio.CancelledError:
-        if not guard.absorb():
-            raise
-        await _aclose(it)
-        if guard.reason == "disconnect":
-            m.child(m.errors, api, "disconnect").inc()
-            return
-        await _pre_stream_error(job, send, _guard_error(guard))
-    except (EngineError, TokenIdError) as exc:
-        guard.disarm()
-        await _aclose(it)
-        if it is not None:  # (_open logged a failure before the first delta)
-            _log_engine_error(job, _engine_error(exc))
-        await _pre_stream_error(job, send, from_engine_error(_engine_error(exc)))
-    finally:
-        await _aclose(it)
+class ChoiceFrames:
+    """The stream of a Chat request with ``n`` > 1 choices: each delta's frames (see the module
+    docstring). Built from the engine's first delta ``d``; the generation driver calls
+    :meth:`step` per delta until :attr:`done`, then :meth:`end` once the engine stream is closed.
+
+    Attributes:
+        usage: the request's counts so far.
+        done: every choice has finished.
+    """
+
+    __slots__ = ("usage", "done", "_n", "_css", "_enc", "_finals", "_out")
+
+    def __init__(self, prep: PreparedRequest, d: EngineDelta, n: int, cached_estimate: int, response_id: str | None,
+                 tokenizer: Tokenizer | None) -> None:
+        self.usage = usage = Usage(len(prep.token_ids), 0)
+        usage.see_cached(d.cached_tokens if d.cached_tokens is not None else cached_estimate)
+        self.done = False
+        self._n = n
+        self._css = [CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached,
+                                      response_id=response_id, tokenizer=tokenizer, choice=k) for k in range(n)]
+        self._enc: ChatEncoder = self._css[0].encoder  # type: ignore[assignment]  (n > 1: Chat Completions only)
+        self._finals: list[dict[str, Any] | None] = [None] * n
+        self._out: list[dict[str, Any]] = [p for cs in self._css for p in cs.start()]
+
+    def step(self, d: EngineDelta) -> bytes:
+        """The frames delta ``d`` adds (the first call: the streams' opening chunks too).
+
+        Raises:
+            EngineError: a delta for no choice of the request, or one that ends it as a failure.
+        """
+        k = choice_index(d, self._n)
+        cs, usage, out = self._css[k], self.usage, self._out
+        if d.cached_tokens is not None:
+            usage.see_cached(d.cached_tokens)
+        if not cs.finished:
+            if d.token_ids:
+                out += cs.push(d.token_ids, d.logprobs)
+                usage.completion += len(d.token_ids)
+            if d.finish is not None and not cs.finished:
+                if d.finish not in _ENDS:
+                    raise delta_error(d)
+                out += cs.finish(d.finish)
+            if cs.finished:  # its finishing chunk: the usage goes on the request's last chunk
+                self._finals[k] = self._enc.drop_usage(out[-1])
+                self.done = all(f is not None for f in self._finals)
+        self._out = []
+        return b"".join(map(self._enc.frame, out))
+
+    async def end(self) -> bytes:
+        """The frames after the last :meth:`step`: the request's usage chunk, then ``[DONE]``."""
+        usage, enc = self.usage, self._enc
+        total = total_usage(self._finals)  # type: ignore[arg-type]
+        if usage.cached != total["prompt_tokens_details"]["cached_tokens"]:
+            total["prompt_tokens_details"]["cached_tokens"] = usage.cached
+            total["prompt_cache_hit_tokens"] = usage.cached
+            total["prompt_cache_miss_tokens"] = usage.prompt - usage.cached
+        return enc.frame(enc.usage_chunk(total)) + enc.done()
+
+    def failure(self, err: ServeError) -> bytes:
+        """The in-stream error frame that ends the stream with ``err``."""
+        return stream_error("chat", err, None)

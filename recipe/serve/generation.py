@@ -13,7 +13,9 @@
 - Responses: the answered turn is stored before the final event is sent, so the client's next turn
   (``previous_response_id``) always finds it; a turn the store failed to save is answered with
   ``"store": false`` in its final response object (``response.created`` and ``response.in_progress``
-  carry what the request asked for).
+  carry what the request asked for);
+- a Chat request with ``n`` > 1 choices is one engine request whose deltas name their choice; one
+  choice is the case ``n`` = 1 (:mod:`recipe.serve.choices`: each choice's bookkeeping, the shapes).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from typing import Any
 
 import orjson
 
+from recipe.api.chat_output import merge_choices
 from recipe.api.prepared import PreparedRequest
 from recipe.jsonfmt import dumps_wire
 from recipe.output.driver import CompletionStream, response
+from recipe.serve.choices import ChoiceFrames, Collected, Usage, choice_index, delta_error
 from recipe.serve.config import Timeouts
 from recipe.serve.engines.base import Engine, EngineDelta, EngineError, EngineRequest
 from recipe.serve.errors import ServeError, error_json, from_engine_error, stream_error
@@ -134,15 +138,6 @@ async def _aclose(it: AsyncIterator[EngineDelta]) -> None:
         await close()
     except Exception:  # an engine's cleanup must not mask the outcome
         pass
-
-
-class _Usage:
-    """The engine's counts seen so far."""
-
-    __slots__ = ("prompt", "cached", "completion")
-
-    def __init__(self, prompt: int, cached: int) -> None:
-        self.prompt, self.cached, self.completion = prompt, cached, 0
 
 
 def _patch_usage(api: str, payloads: list[dict[str, Any]], prompt: int, cached: int) -> None:
@@ -275,11 +270,7 @@ def _engine_error(exc: EngineError | TokenIdError) -> EngineError:
     return exc if isinstance(exc, EngineError) else EngineError("protocol", f"the engine's output: {exc}")
 
 
-def _delta_error(d: EngineDelta) -> EngineError:
-    return EngineError("failed", d.message or f"engine ended the request: {d.finish}")
-
-
-def _count(job: Job, usage: _Usage) -> None:
+def _count(job: Job, usage: Usage) -> None:
     m, api = job.metrics, job.api
     m.child(m.prompt_tokens, api).inc(usage.prompt)
     m.child(m.cached_tokens, api).inc(usage.cached)
@@ -302,14 +293,15 @@ async def _save(job: Job, final: dict[str, Any] | None) -> None:
                      job.response_id, type(exc).__name__, exc)
 
 
-async def run(job: Job, receive: Receive | None, send: Send) -> None:
-    """Generate ``job`` and answer it over ``send`` (stream or JSON, by ``job.prep.stream``)."""
+async def run(job: Job, receive: Receive | None, send: Send, n: int = 1) -> None:
+    """Generate the ``n`` choices of ``job`` (``n`` > 1: a Chat request, :mod:`recipe.serve.choices`)
+    and answer them over ``send`` (stream or JSON, by ``job.prep.stream``)."""
     guard = Guard(job.timeouts, receive, job.drain)
     try:
         if job.prep.stream:
-            await _stream(job, guard, send)
+            await _stream(job, guard, send, n)
         else:
-            await _whole(job, guard, send)
+            await _whole(job, guard, send, n)
     finally:
         guard.close()
         job.metrics.child(job.metrics.generation, job.api).observe(time.perf_counter() - job.started)
@@ -391,63 +383,109 @@ async def _pre_stream_error(job: Job, send: Send, err: ServeError) -> None:
     await json_response(send, status, body, _id_headers(job))
 
 
-async def _stream(job: Job, guard: Guard, send: Send) -> None:
-    api, prep, m = job.api, job.prep, job.metrics
+class _OneChoice:
+    """The stream of a request with one choice, any API: each delta's frames (the generation
+    driver calls :meth:`step` per delta until :attr:`done`, then :meth:`end` once the engine stream
+    is closed; :meth:`failure` for an in-stream error). A delta with nothing before it to frame and
+    no usage change gets its frames straight from the parser (``push_sse``: the same bytes, no
+    payload dicts); Responses reads back the rare frames its bookkeeping needs
+    (:meth:`_ResponsesState.see_sse`) and stores the turn before its final event (:meth:`end`)."""
+
+    __slots__ = ("usage", "done", "_job", "_cs", "_opened", "_rstate", "_out")
+
+    def __init__(self, job: Job, d: EngineDelta) -> None:
+        prep = job.prep
+        self.usage = usage = Usage(len(prep.token_ids), 0)
+        usage.see_cached(d.cached_tokens if d.cached_tokens is not None else job.cached_estimate)
+        self.done = False
+        self._job = job
+        self._opened = usage.cached  # a count the engine reports after this is patched into the usage
+        self._cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached,
+                                    response_id=job.response_id, tokenizer=job.tokenizer)
+        self._rstate = _ResponsesState(job.body, job.store is not None and job.body.get("store") is not False) \
+            if job.api == "responses" else None
+        self._out = self._cs.start()
+
+    def step(self, d: EngineDelta) -> bytes:
+        """The frames delta ``d`` adds (the first call: the opening events too); once the output
+        finished, the last push's payloads wait for :meth:`end`.
+
+        Raises:
+            EngineError: ``d`` ends the request as a failure.
+            TokenIdError: an id outside the vocabulary.
+        """
+        cs, usage, rstate, out = self._cs, self.usage, self._rstate, self._out
+        data = b""
+        if d.token_ids:
+            if not out and d.cached_tokens is None and usage.cached == self._opened:
+                data = cs.push_sse(d.token_ids, d.logprobs)
+                if rstate is not None and data:
+                    data = rstate.see_sse(data, cs)
+            else:
+                out += cs.push(d.token_ids, d.logprobs)
+            usage.completion += len(d.token_ids)
+        if d.cached_tokens is not None:
+            usage.see_cached(d.cached_tokens)
+        if d.finish is not None and not cs.finished:
+            if d.finish not in ("stop", "length"):
+                raise delta_error(d)
+            out += cs.finish(d.finish)
+        if cs.finished:
+            if usage.cached != self._opened:  # a count the engine reported after the start
+                _patch_usage(self._job.api, out, usage.prompt, usage.cached)
+            self.done = True
+            return data
+        if rstate is not None:
+            rstate.see(out)
+        if out:
+            data += cs.sse(out)
+            self._out = []
+        return data
+
+    async def end(self) -> bytes:
+        """The frames of the finishing push (Responses: once the turn is stored)."""
+        out, rstate = self._out, self._rstate
+        if rstate is not None:
+            rstate.see(out)
+            await _save(self._job, rstate.final)
+            out = rstate.take_held() + out
+        return self._cs.sse(out) if out else b""
+
+    def failure(self, err: ServeError) -> bytes:
+        """The frames that end the stream with ``err`` (Responses: the open output items closed
+        first, so the failed response's ``output`` holds everything that was streamed)."""
+        rstate = self._rstate
+        if rstate is None:
+            return stream_error(self._job.api, err, None)
+        return rstate.close_items(self._cs) + stream_error(self._job.api, err, rstate.state())
+
+
+async def _stream(job: Job, guard: Guard, send: Send, n: int) -> None:
+    """Stream the ``n`` choices of ``job``: the head with the engine's first delta, each delta's
+    frames as they come, the engine stream closed as soon as the output finished."""
+    api, m = job.api, job.metrics
     it: AsyncIterator[EngineDelta] | None = None
     writer: FrameWriter | None = None
-    rstate = _ResponsesState(job.body, job.store is not None and job.body.get("store") is not False) if api == "responses" else None
-    usage = _Usage(len(prep.token_ids), 0)
+    frames: _OneChoice | ChoiceFrames | None = None
     engine_seconds: float | None = None
     first_byte = True
-    cs: CompletionStream | None = None
     try:
         try:
             it, d, engine_seconds = await _open(job)
             guard.touch()
         except EngineError as exc:
             return await _pre_stream_error(job, send, from_engine_error(exc, job.api))
-        cached = d.cached_tokens if d.cached_tokens is not None else job.cached_estimate
-        usage.cached = opened_cached = min(max(cached, 0), usage.prompt)
-        cs = CompletionStream(prep, prompt_tokens=usage.prompt, cached_tokens=usage.cached, response_id=job.response_id,
-                              tokenizer=job.tokenizer)
+        frames = _OneChoice(job, d) if n == 1 else \
+            ChoiceFrames(job.prep, d, n, job.cached_estimate, job.response_id, job.tokenizer)
         writer = FrameWriter(send, job.coalesce)
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *_id_headers(job)]})
         m.child(m.requests, api, "200").inc()
-        out = cs.start()
-        # a delta with nothing before it to frame and no usage change gets its frame straight from
-        # the parser (push_sse: the same bytes, no payload dicts); Responses reads back the rare
-        # frames its bookkeeping needs (_ResponsesState.see_sse)
         while True:
-            data = b""
-            if d.token_ids:
-                if not out and d.cached_tokens is None and usage.cached == opened_cached:
-                    data = cs.push_sse(d.token_ids, d.logprobs)
-                    if rstate is not None and data:
-                        data = rstate.see_sse(data, cs)
-                else:
-                    out += cs.push(d.token_ids, d.logprobs)
-                usage.completion += len(d.token_ids)
-            if d.cached_tokens is not None:
-                usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
-            if d.finish is not None and not cs.finished:
-                if d.finish not in ("stop", "length"):
-                    raise _delta_error(d)
-                out += cs.finish(d.finish)
-            if cs.finished:
-                if usage.cached != opened_cached:  # a count the engine reported after the start
-                    _patch_usage(api, out, usage.prompt, usage.cached)
+            data = frames.step(d)
+            if frames.done:
                 guard.disarm()
                 await _aclose(it)  # EOS, a stop sequence or the engine's finish: stop generating now
-                if rstate is not None:
-                    rstate.see(out)
-                    await _save(job, rstate.final)
-                    out = rstate.take_held() + out
-            elif rstate is not None:
-                rstate.see(out)
-            if out:
-                data += cs.sse(out)
-            if cs.finished:
-                await writer.close(data)  # the last frame and the end of the body: one write
+                await writer.close(data + await frames.end())  # the last frames and the end of the body: one write
                 if first_byte:
                     first_byte = False
                     _observe_first(job, engine_seconds)
@@ -458,13 +496,12 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
                 if first_byte:
                     first_byte = False
                     _observe_first(job, engine_seconds)
-            out = []
             try:
                 d = await it.__anext__()
             except StopAsyncIteration:
                 raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
             guard.touch()
-        _count(job, usage)
+        _count(job, frames.usage)
     except asyncio.CancelledError:
         if not guard.absorb():
             raise
@@ -475,68 +512,51 @@ async def _stream(job: Job, guard: Guard, send: Send) -> None:
             m.child(m.errors, api, "disconnect").inc()
             return
         _log_guard(job, guard)
-        await _fail(job, send, writer, _guard_error(guard), rstate, cs)
+        await _fail(job, send, writer, _guard_error(guard), frames)
     except (EngineError, TokenIdError) as exc:
         guard.disarm()
         await _aclose(it)
         _log_engine_error(job, _engine_error(exc))
-        await _fail(job, send, writer, from_engine_error(_engine_error(exc), job.api), rstate, cs)
+        await _fail(job, send, writer, from_engine_error(_engine_error(exc), job.api), frames)
     finally:
         await _aclose(it)
         if first_byte and engine_seconds is not None:  # the engine answered, the stream failed before a frame
             m.child(m.engine_latency, job.replica).observe(engine_seconds)
 
 
-async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeError, rstate: _ResponsesState | None,
-                cs: CompletionStream | None = None) -> None:
-    if writer is None:
+async def _fail(job: Job, send: Send, writer: FrameWriter | None, err: ServeError,
+                frames: _OneChoice | ChoiceFrames | None) -> None:
+    if writer is None or frames is None:
         return await _pre_stream_error(job, send, err)
     job.metrics.child(job.metrics.errors, job.api, err.kind).inc()
-    data = b""
-    if rstate is not None and cs is not None:
-        data = rstate.close_items(cs)
-    data += stream_error(job.api, err, rstate.state() if rstate is not None else None)
     try:
-        await writer.close(data)
+        await writer.close(frames.failure(err))
     except OSError:  # the client left meanwhile
         writer.abandon()
 
 
-async def _whole(job: Job, guard: Guard, send: Send) -> None:
-    """Collect the whole output, then answer the response object (engine stopped early on a stop
-    sequence, as in a stream)."""
+async def _whole(job: Job, guard: Guard, send: Send, n: int) -> None:
+    """Collect the whole output of the ``n`` choices, then answer the response object (the engine
+    stopped early on EOS or a stop sequence, as in a stream)."""
     api, prep, m = job.api, job.prep, job.metrics
     it: AsyncIterator[EngineDelta] | None = None
-    ids: list[int] = []
-    lps: list[Any] | None = [] if prep.conversation.sampling.logprobs else None
-    watch = CompletionStream(prep, response_id=job.response_id, tokenizer=job.tokenizer) if prep.parsing.stop_sequences else None
-    usage = _Usage(len(prep.token_ids), -1)
-    finish = "stop"
+    want_lp = prep.conversation.sampling.logprobs
+    choices = [Collected(prep, want_lp, job.response_id, job.tokenizer, k) for k in range(n)]
+    usage = Usage(len(prep.token_ids), -1)
     stops = frozenset(prep.engine.stop_token_ids) if prep.engine is not None else frozenset()
     try:
         it, d, engine_seconds = await _open(job)
         m.child(m.engine_latency, job.replica).observe(engine_seconds)  # no byte goes out before the whole answer
         guard.touch()
         while True:
+            c = choices[0] if n == 1 else choices[choice_index(d, n)]
             if d.cached_tokens is not None:
-                usage.cached = min(max(d.cached_tokens, 0), usage.prompt)
-            if d.token_ids:
-                ids.extend(d.token_ids)
-                if lps is not None:
-                    if d.logprobs is not None and len(d.logprobs) == len(d.token_ids):
-                        lps.extend(d.logprobs)
-                    else:  # an engine that does not report them: none at all rather than made-up ones
-                        lps = None
-                if watch is not None:
-                    watch.push(d.token_ids)
-                if not stops.isdisjoint(d.token_ids):  # the model ended its turn (EOS): the answer is
-                    break  # complete, as the streamed path stops there too; what the engine does next is moot
-            if d.finish is not None:
-                if d.finish not in ("stop", "length"):
-                    raise _delta_error(d)
-                finish = d.finish
-                break
-            if watch is not None and watch.finished:
+                usage.see_cached(d.cached_tokens)
+            if c.finish is None:
+                c.take(d, stops)
+            elif d.finish is not None and d.finish not in ("stop", "length"):  # (n > 1: a finished choice)
+                raise delta_error(d)
+            if all(c.finish is not None for c in choices):
                 break
             try:
                 d = await it.__anext__()
@@ -547,9 +567,11 @@ async def _whole(job: Job, guard: Guard, send: Send) -> None:
         await _aclose(it)
         if usage.cached < 0:
             usage.cached = min(job.cached_estimate, usage.prompt)
-        usage.completion = len(ids)
-        body = response(prep, ids, finish=finish, logprobs=lps, prompt_tokens=usage.prompt, cached_tokens=usage.cached,
-                        response_id=job.response_id, tokenizer=job.tokenizer)
+        usage.completion = sum(len(c.ids) for c in choices)
+        bodies = [response(prep, c.ids, finish=c.finish or "stop", logprobs=c.logprobs, prompt_tokens=usage.prompt,
+                           cached_tokens=usage.cached, response_id=job.response_id, tokenizer=job.tokenizer, choice=k)
+                  for k, c in enumerate(choices)]
+        body = bodies[0] if n == 1 else merge_choices(bodies)
         if api == "responses":
             body["previous_response_id"] = job.body.get("previous_response_id")
             body["store"] = job.store is not None and job.body.get("store") is not False

@@ -36,7 +36,6 @@ from recipe.serve.config import ServeConfig
 from recipe.serve.engines import build_engines
 from recipe.serve.engines.base import Engine
 from recipe.serve.errors import ServeError, error_json
-from recipe.serve.choices import run_choices
 from recipe.serve.extra_routes import extra_routes
 from recipe.serve.generation import Job, json_response, retry_headers, run
 from recipe.serve.guard import Drain
@@ -281,10 +280,7 @@ class GenerationRoute:
                 # without a limit no request is refused, so the slot can wait for the end of the
                 # handler: the stream's frames skip the wrapper
                 reply = send_last_releases if limit is not None else send
-                if n > 1:
-                    await run_choices(job, receive, reply, n)
-                else:
-                    await run(job, receive, reply)
+                await run(job, receive, reply, n)
             finally:
                 # (a refused connection moved the request, and its count, to another replica)
                 (st.pool.get(job.replica) or replica).in_flight -= 1
