@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output
+from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output, token_ids
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -171,14 +171,6 @@ def token_logprobs(lp: Any, n: int) -> list[tuple[float, list[tuple[int, float]]
     return out
 
 
-def _ids(value: Any) -> list[int]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
-        raise EngineError("protocol", f"generate token_ids is not a list of token ids: {str(value)[:200]}")
-    return value
-
-
 class GenerateEngine(HTTPEngine):
     """An engine reached through ``/inference/v1/generate`` (see the module docstring). Arguments as
     :class:`HTTPEngine`."""
@@ -220,7 +212,7 @@ class GenerateEngine(HTTPEngine):
                     c = choices[0]
                     if not isinstance(c, dict):
                         raise EngineError("protocol", f"generate choice is not an object: {str(c)[:200]}")
-                    new = _ids(c.get("token_ids"))
+                    new = token_ids(c.get("token_ids"), "generate")
                     lps = token_logprobs(c.get("logprobs"), len(new)) if req.logprobs is not None else None
                     fin = c.get("finish_reason")
                     if fin is not None and fin not in ("stop", "length"):

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
 
 __all__ = ["HTTPEngine", "sse_objects", "map_status", "refusal", "error_frame", "parse_models", "structured_output",
-           "turn_grammar", "GrammarForm", "GRAMMAR_FORMS"]
+           "token_ids", "turn_grammar", "GrammarForm", "GRAMMAR_FORMS"]
 
 _log = logging.getLogger(__name__)
 
@@ -147,6 +147,20 @@ async def sse_objects(response: httpx.Response) -> AsyncIterator[dict[str, Any]]
             yield obj
     except httpx.TransportError as exc:
         raise EngineError("unavailable", f"engine connection broke mid-stream: {type(exc).__name__}: {exc}") from None
+
+
+def token_ids(value: Any, engine: str) -> list[int]:
+    """A choice's ``token_ids`` as the engine sent it (``[]`` for null or absent); ``engine`` names
+    the engine or its API in the error.
+
+    Raises:
+        EngineError: ``protocol``, not a list of non-negative integers.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
+        raise EngineError("protocol", f"{engine} token_ids is not a list of token ids: {str(value)[:200]}")
+    return value
 
 
 def structured_output(req: EngineRequest) -> tuple[str, str] | None:

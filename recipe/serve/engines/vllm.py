@@ -30,7 +30,7 @@ import orjson
 
 from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import VOCABULARY_PROBE, EngineDelta, EngineError, EngineInfo, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, error_frame, sse_objects, structured_output
+from recipe.serve.engines.http import HTTPEngine, error_frame, sse_objects, structured_output, token_ids
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -123,14 +123,6 @@ def _logprobs(lp: Any, n: int, top_n: int) -> list[tuple[float, list[tuple[int, 
     return out
 
 
-def _ids(value: Any) -> list[int]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
-        raise EngineError("protocol", f"vLLM token_ids is not a list of token ids: {str(value)[:200]}")
-    return value
-
-
 class VLLMEngine(HTTPEngine):
     """A vLLM server (see the module docstring). Arguments as :class:`HTTPEngine`."""
 
@@ -159,15 +151,16 @@ class VLLMEngine(HTTPEngine):
         """One ``/v1/completions`` stream for ``req`` (see :meth:`HTTPEngine.generate`); with
         ``extra.n`` > 1 its choices' deltas, each tagged with its ``index``. ``fields`` are added to
         the body's top level (P/D's ``kv_transfer_params``: :mod:`recipe.serve.engines.disagg`)."""
-        if req.extra is not None and req.extra.n > 1:
-            return self._attempt_n(req, grammar, req.extra.n)
-        return self._attempt(req, grammar, fields)
+        return self._attempt(req, grammar, req.extra.n if req.extra is not None and req.extra.n > 1 else 1, fields)
 
-    async def _attempt_n(self, req: EngineRequest, grammar: OutputGrammar | None, n: int) -> AsyncIterator[EngineDelta]:
-        """The stream of an ``n``-choice request: chunks carry ``choices[k].index``; each choice's
-        finishing delta is held until the usage chunk, which ends the request (its prompt and cached
-        counts go on the last one)."""
-        async with self.stream(self.path, vllm_body(req, self.model, grammar, self.grammar_form)) as response:
+    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None, n: int,
+                       fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
+        """The stream of an ``n``-choice request (one choice: ``n`` = 1): chunks carry
+        ``choices[k].index``; each choice's finishing delta is held until the usage chunk, which ends
+        the request (its prompt and cached counts go on the last one)."""
+        body = vllm_body(req, self.model, grammar, self.grammar_form)
+        body.update(fields or {})
+        async with self.stream(self.path, body) as response:
             held: dict[int, EngineDelta] = {}
             prompt: int | None = None
             async for obj in sse_objects(response):
@@ -177,22 +170,21 @@ class VLLMEngine(HTTPEngine):
                 if isinstance(obj.get("usage"), dict) and len(held) == n:
                     usage = obj["usage"]
                     details = usage.get("prompt_tokens_details") or {}
-                    last = [held[k] for k in range(n)]
-                    for d in last[:-1]:
-                        yield d
-                    d = last[-1]
+                    for k in range(n - 1):
+                        yield held[k]
+                    d = held[n - 1]
                     yield EngineDelta(d.token_ids, d.logprobs, d.finish, usage.get("prompt_tokens", prompt),
                                       details.get("cached_tokens"), None, d.index)
                     return
-                for c in obj.get("choices") or []:
+                for c in obj.get("choices") or ():
                     k = c.get("index")
                     if type(k) is not int or not 0 <= k < n:
                         raise EngineError("protocol", f"vLLM choice index {k!r} outside 0..{n - 1}")
                     if k in held:
-                        continue  # ids after that choice's finish
+                        continue  # ids after that choice's finish: an engine's finish is final
                     if prompt is None and isinstance(c.get("prompt_token_ids"), list):
                         prompt = len(c["prompt_token_ids"])
-                    ids = _ids(c.get("token_ids"))
+                    ids = token_ids(c.get("token_ids"), "vLLM")
                     lps = _logprobs(c.get("logprobs"), len(ids), req.logprobs) if req.logprobs is not None else None
                     reason = c.get("finish_reason")
                     if reason is not None:
@@ -207,41 +199,3 @@ class VLLMEngine(HTTPEngine):
                 raise EngineError("unavailable", "vLLM closed the stream before the output finished")
             for k in range(n):
                 yield held[k]
-
-    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None,
-                       fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
-        body = vllm_body(req, self.model, grammar, self.grammar_form)
-        body.update(fields or {})
-        async with self.stream(self.path, body) as response:
-            held: EngineDelta | None = None
-            prompt: int | None = None
-            async for obj in sse_objects(response):
-                err = obj.get("error")
-                if err:  # vLLM reports a refusal it finds after the 200 (an invalid grammar …) in the stream
-                    raise error_frame(err)
-                if isinstance(obj.get("usage"), dict) and held is not None:
-                    usage = obj["usage"]
-                    details = usage.get("prompt_tokens_details") or {}
-                    yield EngineDelta(held.token_ids, held.logprobs, held.finish, usage.get("prompt_tokens", prompt),
-                                      details.get("cached_tokens"))
-                    return
-                choices = obj.get("choices") or []
-                if not choices or held is not None:
-                    continue  # nothing new, or ids after the finish: an engine's finish is final
-                c = choices[0]
-                if prompt is None and isinstance(c.get("prompt_token_ids"), list):
-                    prompt = len(c["prompt_token_ids"])
-                ids = _ids(c.get("token_ids"))
-                lps = _logprobs(c.get("logprobs"), len(ids), req.logprobs) if req.logprobs is not None else None
-                reason = c.get("finish_reason")
-                if reason is not None:
-                    finish = _FINISH.get(reason)
-                    if finish is None:
-                        raise EngineError("failed", f"vLLM ended the request: finish_reason {reason!r} "
-                                                    f"(stop_reason {c.get('stop_reason')!r})")
-                    held = EngineDelta(ids, lps, finish, prompt)
-                elif ids:
-                    yield EngineDelta(ids, lps, None, prompt)
-            if held is None:
-                raise EngineError("unavailable", "vLLM closed the stream before the output finished")
-            yield held
