@@ -111,36 +111,33 @@ def extra_routes(st: Any, tenant_of: TenantOf, error_of: ErrorOf) -> list[Route]
 
     async def _stored(request: Request, call: Callable[..., Any]) -> tuple[Any, str] | Response:
         """Run ``call(store, id)`` on the tenant's store in a thread: its result and the id, or an
-        error response (401, 503)."""
+        error response (401, 503; a 404 when the result is None or False: the tenant has no such
+        response)."""
         tenant = tenant_of(request, st, "responses")
         if isinstance(tenant, Response):
             return tenant
         rid = request.path_params["response_id"]
         try:
-            return await asyncio.to_thread(call, st.scoped(tenant), rid), rid
+            got = await asyncio.to_thread(call, st.scoped(tenant), rid)
         except StoreUnavailable as exc:
             st.metrics.store_errors.inc()
             return error_of(request, "responses", ServeError("store_unavailable", str(exc)))
-
-    def _missing(request: Request, rid: str) -> Response:
-        return error_of(request, "responses", ServeError("not_found", f"Response with id '{rid}' not found.", "response_id"))
+        if got is None or got is False:
+            return error_of(request, "responses", ServeError("not_found", f"Response with id '{rid}' not found.",
+                                                             "response_id"))
+        return got, rid
 
     async def delete_response(request: Request) -> Response:
         got = await _stored(request, lambda store, rid: store.delete(rid))
         if isinstance(got, Response):
             return got
-        deleted, rid = got
-        if not deleted:
-            return _missing(request, rid)
-        return JSONResponse({"id": rid, "object": "response.deleted", "deleted": True})
+        return JSONResponse({"id": got[1], "object": "response.deleted", "deleted": True})
 
     async def input_items(request: Request) -> Response:
         got = await _stored(request, lambda store, rid: store.load(rid))
         if isinstance(got, Response):
             return got
         rec, rid = got
-        if rec is None:
-            return _missing(request, rid)
         try:
             return JSONResponse(_page(listed_items(rid, rec.input_items), request.query_params))
         except ServeError as err:
@@ -150,9 +147,6 @@ def extra_routes(st: Any, tenant_of: TenantOf, error_of: ErrorOf) -> list[Route]
         got = await _stored(request, lambda store, rid: store.load(rid))
         if isinstance(got, Response):
             return got
-        rec, rid = got
-        if rec is None:
-            return _missing(request, rid)
         return error_of(request, "responses", ServeError(
             "invalid_request", "Only responses created with background=true can be cancelled: this server answers every "
             "response in the request that created it (no background mode), so this one has already finished.",

@@ -252,6 +252,18 @@ def render_routes(st: Any) -> list[Route]:
             return await asyncio.to_thread(prepare, body, api, options=st.options, store=store, tokenizer=st.tokenizer)
         return prepare(body, api, options=st.options, tokenizer=st.tokenizer)
 
+    def tenant_of(request: Request) -> Any:
+        """The tenant whose key ``request`` carries.
+
+        Raises:
+            ServeError: ``authentication``, a missing or unknown key.
+        """
+        key, api_key = request.headers.get("authorization"), request.headers.get("x-api-key")
+        tenant = st.tenants.authenticate(key, api_key)
+        if tenant is None:
+            raise ServeError("authentication", "Incorrect API key provided." if key or api_key else "Missing API key.")
+        return tenant
+
     def ids_of(prep: Any) -> None:
         if prep.ids is None:
             raise ServeError("invalid_request", f"The model {prep.model} cannot be rendered with this server's "
@@ -260,10 +272,7 @@ def render_routes(st: Any) -> list[Route]:
     def render(api: str):  # type: ignore[no-untyped-def]
         async def handler(request: Request) -> Response:
             try:
-                tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
-                if tenant is None:
-                    raise ServeError("authentication", "Incorrect API key provided." if (
-                        request.headers.get("authorization") or request.headers.get("x-api-key")) else "Missing API key.")
+                tenant = tenant_of(request)
                 raw = await _read(request, st.options.max_body_bytes)
                 body = _object(raw)
                 store = st.scoped(tenant) if api == "responses" and body.get("previous_response_id") else None
@@ -282,10 +291,7 @@ def render_routes(st: Any) -> list[Route]:
 
         async def handler(request: Request) -> Response:
             try:
-                tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
-                if tenant is None:
-                    raise ServeError("authentication", "Incorrect API key provided." if (
-                        request.headers.get("authorization") or request.headers.get("x-api-key")) else "Missing API key.")
+                tenant = tenant_of(request)
                 body = _object(await _read(request, st.options.max_body_bytes))
                 if body.get("stream") is True:
                     raise ServeError("invalid_request", "streaming derender is not served: derender the whole "
