@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["RequestError"]
+__all__ = ["RequestError", "rust_debug"]
+
+_RUST_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
+#: Unicode categories Rust's ``char::escape_debug`` escapes as ``\u{…}`` (besides ``" "``): the
+#: characters it does not print (controls, format characters such as ZWNJ, surrogates, private use,
+#: unassigned, separators) and the grapheme extenders (approximated by the marks Mn and Me).
+_RUST_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs", "Mn", "Me"})
 
 
 @dataclass(eq=False)
@@ -38,3 +45,21 @@ class RequestError(Exception):
 
     def __str__(self) -> str:
         return self.message if self.param is None else f"{self.message} (param: {self.param})"
+
+
+def rust_debug(s: str) -> str:
+    """``s`` quoted as Rust's ``{:?}`` prints a ``str``, for messages worded as deepseek-recipe's
+    (serde's ``invalid value: string "…"``, ``invalid url: "…"``): ``"`` ``\\`` newline, carriage
+    return, tab and NUL as backslash escapes, the characters of :data:`_RUST_UNPRINTABLE` other than
+    the space as ``\\u{hex}``, the rest as they are; in double quotes. An approximation of Rust's
+    printable and grapheme-extend tables by Unicode category."""
+    out = []
+    for c in s:
+        esc = _RUST_ESCAPES.get(c)
+        if esc is not None:
+            out.append(esc)
+        elif c != " " and unicodedata.category(c) in _RUST_UNPRINTABLE:
+            out.append(f"\\u{{{ord(c):x}}}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'

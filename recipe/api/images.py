@@ -20,12 +20,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import unicodedata
 from collections.abc import Sequence
 from typing import Union
 
 from recipe.conversation import ImagePlaceholder, ImageSource
-from recipe.errors import RequestError
+from recipe.errors import RequestError, rust_debug
 
 __all__ = [
     "IMAGE_MIME_TYPES",
@@ -144,30 +143,10 @@ def image_from_base64(media_type: str, data: str, path: str, where: str) -> Imag
     return ImageSource("data_url", f"data:{mime};base64,{base64.b64encode(raw).decode()}", "high", path)
 
 
-_RUST_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
-#: Unicode categories Rust's ``char::escape_debug`` treats as not printable (besides ``" "``), and
-#: the grapheme extenders it escapes (approximated by the mark categories Mn and Me plus ZWNJ).
-_RUST_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs", "Mn", "Me"})
-
-
-def _rust_debug(s: str) -> str:
-    """``s`` quoted as Rust's ``{:?}`` prints a string (deepseek-recipe's ``invalid url`` message)."""
-    out = []
-    for c in s:
-        esc = _RUST_ESCAPES.get(c)
-        if esc is not None:
-            out.append(esc)
-        elif c != " " and (unicodedata.category(c) in _RUST_UNPRINTABLE or c == "\u200c"):
-            out.append(f"\\u{{{ord(c):x}}}")
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
-
-
 def image_from_messages_url(url: str, path: str, where: str) -> ImageSource:
     """A Messages ``url`` image source. Raises RequestError ``invalid url: "…"`` unless http(s)."""
     if not _is_http(url):
-        raise _error(where, f"invalid url: {_rust_debug(url)}")
+        raise _error(where, f"invalid url: {rust_debug(url)}")
     return ImageSource("url", url, "high", path)
 
 

@@ -15,13 +15,12 @@ schema: :mod:`recipe.schema.validation`.
 """
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from recipe.conversation import ToolDefinition
-from recipe.errors import RequestError
+from recipe.errors import RequestError, rust_debug
 from recipe.jsonfmt import dumps_compact, format_float
 
 __all__ = [
@@ -40,8 +39,6 @@ _SIMPLE_TYPES = ("string", "number", "integer", "boolean", "null")
 _FORMATS = ("email", "hostname", "ipv4", "ipv6", "uuid")
 _ONE_OF_REQUIRED = "one of `type`, `anyOf`, `$ref` field is required"
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
-_RUST_ESCAPES = {"\t": "\\t", "\r": "\\r", "\n": "\\n", "\\": "\\\\", '"': '\\"', "\0": "\\0"}
-_NON_PRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Mn", "Me"})
 
 
 class _DeError(Exception):
@@ -50,20 +47,6 @@ class _DeError(Exception):
 
 class _SemError(Exception):
     """A semantic error; its message is shown as is."""
-
-
-def _rust_debug_str(s: str) -> str:
-    """Rust's ``{:?}`` of a str (approximation of its printable/grapheme-extend tables)."""
-    out = []
-    for ch in s:
-        esc = _RUST_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ch != " " and (unicodedata.category(ch) in _NON_PRINTABLE or unicodedata.category(ch) == "Zs"):
-            out.append("\\u{%x}" % ord(ch))
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
 
 
 def _unexpected(v: Any) -> str:
@@ -77,7 +60,7 @@ def _unexpected(v: Any) -> str:
     if isinstance(v, float):
         return f"floating point `{format_float(v)}`"
     if isinstance(v, str):
-        return "string " + _rust_debug_str(v)
+        return "string " + rust_debug(v)
     if isinstance(v, (list, tuple)):
         return "sequence"
     return "map"
