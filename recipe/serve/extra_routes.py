@@ -26,7 +26,7 @@ shape.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -174,62 +174,60 @@ def extra_routes(st: Any, tenant_of: TenantOf, error_of: ErrorOf) -> list[Route]
             raise RequestError("invalid request body: expected a JSON object", stage="parse")
         return body
 
-    async def tokenize(request: Request) -> Response:
-        tenant = tenant_of(request, st, "chat")
-        if isinstance(tenant, Response):
-            return tenant
-        try:
-            body = await _json(request)
-            strs = body.get("return_token_strs", False)
-            if not isinstance(strs, bool):
-                raise RequestError("Invalid 'return_token_strs': expected true or false.", param="return_token_strs")
-            if "messages" in body:
-                prep = await asyncio.to_thread(prepare, body, "chat", options=st.options, tokenizer=st.tokenizer)
-                if prep.ids is None:
-                    raise ServeError("invalid_request", f"The model {prep.model} cannot be served with this server's "
-                                     f"vocabulary: {prep.token_ids_note}", "model")
-                ids = list(prep.ids)
-                tok = st.tokenizer or get_encoding(prep.encoding).tokenizer()
-            else:
-                prompt = body.get("prompt")
-                if not isinstance(prompt, str):
-                    raise RequestError("Invalid 'prompt': expected a string (or send 'messages').", param="prompt")
-                special = body.get("add_special_tokens", True)
-                if not isinstance(special, bool):
-                    raise RequestError("Invalid 'add_special_tokens': expected true or false.", param="add_special_tokens")
-                tok, _ = _vocabulary(body.get("model"))
-                ids = tok.encode_ordinary(prompt)  # special-token spellings in the text stay text
-                if special:
-                    ids = [tok.special_id("<｜begin▁of▁sentence｜>"), *ids]
-        except (RequestError, ServeError) as err:
-            return error_of(request, "chat", err)
-        return JSONResponse({"count": len(ids), "max_model_len": st.options.context_limit, "tokens": ids,
-                             "token_strs": _token_strs(tok, ids) if strs else None})
-
-    async def detokenize(request: Request) -> Response:
-        tenant = tenant_of(request, st, "chat")
-        if isinstance(tenant, Response):
-            return tenant
-        try:
-            body = await _json(request)
-            ids = body.get("tokens")
-            if not isinstance(ids, list) or not all(type(i) is int for i in ids):
-                raise RequestError("Invalid 'tokens': expected a list of token ids.", param="tokens")
-            tok, _ = _vocabulary(body.get("model"))
+    def _vllm_route(answer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[Response]]:
+        """A route of vLLM's tokenizer API: the tenant authenticated, the JSON body read, ``answer(body)``
+        sent as JSON; a request error in OpenAI's shape."""
+        async def handler(request: Request) -> Response:
+            tenant = tenant_of(request, st, "chat")
+            if isinstance(tenant, Response):
+                return tenant
             try:
-                tok.check_ids(ids)
-            except TokenIdError as exc:
-                raise RequestError(f"Invalid 'tokens': {exc}", param="tokens") from None
-            text = tok.decode(ids)
-        except (RequestError, ServeError) as err:
-            return error_of(request, "chat", err)
-        return JSONResponse({"prompt": text})
+                return JSONResponse(await answer(await _json(request)))
+            except (RequestError, ServeError) as err:
+                return error_of(request, "chat", err)
+        return handler
+
+    async def tokenize(body: dict[str, Any]) -> dict[str, Any]:
+        strs = body.get("return_token_strs", False)
+        if not isinstance(strs, bool):
+            raise RequestError("Invalid 'return_token_strs': expected true or false.", param="return_token_strs")
+        if "messages" in body:
+            prep = await asyncio.to_thread(prepare, body, "chat", options=st.options, tokenizer=st.tokenizer)
+            if prep.ids is None:
+                raise ServeError("invalid_request", f"The model {prep.model} cannot be served with this server's "
+                                 f"vocabulary: {prep.token_ids_note}", "model")
+            ids = list(prep.ids)
+            tok = st.tokenizer or get_encoding(prep.encoding).tokenizer()
+        else:
+            prompt = body.get("prompt")
+            if not isinstance(prompt, str):
+                raise RequestError("Invalid 'prompt': expected a string (or send 'messages').", param="prompt")
+            special = body.get("add_special_tokens", True)
+            if not isinstance(special, bool):
+                raise RequestError("Invalid 'add_special_tokens': expected true or false.", param="add_special_tokens")
+            tok, _ = _vocabulary(body.get("model"))
+            ids = tok.encode_ordinary(prompt)  # special-token spellings in the text stay text
+            if special:
+                ids = [tok.special_id("<｜begin▁of▁sentence｜>"), *ids]
+        return {"count": len(ids), "max_model_len": st.options.context_limit, "tokens": ids,
+                "token_strs": _token_strs(tok, ids) if strs else None}
+
+    async def detokenize(body: dict[str, Any]) -> dict[str, Any]:
+        ids = body.get("tokens")
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            raise RequestError("Invalid 'tokens': expected a list of token ids.", param="tokens")
+        tok, _ = _vocabulary(body.get("model"))
+        try:
+            tok.check_ids(ids)
+        except TokenIdError as exc:
+            raise RequestError(f"Invalid 'tokens': {exc}", param="tokens") from None
+        return {"prompt": tok.decode(ids)}
 
     return [
         Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", cancel, methods=["POST"]),
-        Route("/tokenize", tokenize, methods=["POST"]),
-        Route("/detokenize", detokenize, methods=["POST"]),
+        Route("/tokenize", _vllm_route(tokenize), methods=["POST"]),
+        Route("/detokenize", _vllm_route(detokenize), methods=["POST"]),
     ]
 
