@@ -29,20 +29,28 @@ from recipe.options import Options
 
 __all__ = ["input_notes", "NOTE_KINDS"]
 
+#: The request field that holds the conversation, per API (where images and documents are).
+_CONVERSATION = {"chat": "messages", "responses": "input", "messages": "messages"}
+
+
+def _in_every_api(name: str) -> dict[str, str]:
+    return {"chat": name, "responses": name, "messages": name}
+
+
 #: kind -> (the request field a 400 names, per API; the note's text with ``{n}`` the count)
 NOTE_KINDS: dict[str, tuple[dict[str, str], str]] = {
-    "tools": ({"chat": "tools", "responses": "tools", "messages": "tools"},
+    "tools": (_in_every_api("tools"),
               "tools_not_rendered: this model's prompt format has no tool section, so the model was not shown the "
               "{n} tool definition(s); calls it writes are still parsed"),
     "response_format": ({"chat": "response_format", "responses": "text.format", "messages": "output_config.format"},
                         "response_format_not_rendered: this model's prompt format has no place for the response "
                         "format, so the model was not shown it; the answer is still checked against it"),
-    "image": ({"chat": "messages", "responses": "input", "messages": "messages"},
+    "image": (_CONVERSATION,
               "image_not_rendered: this model reads no images: {n} image(s) became the text [Unsupported Image]"),
-    "document": ({"chat": "messages", "responses": "input", "messages": "messages"},
+    "document": (_CONVERSATION,
                  "document_not_rendered: this model reads no documents: {n} document(s) became an [Unsupported …] "
                  "placeholder"),
-    "tool_choice_any": ({"chat": "tool_choice", "responses": "tool_choice", "messages": "tool_choice"},
+    "tool_choice_any": (_in_every_api("tool_choice"),
                         "tool_choice_any_as_auto: tool_choice {{\"type\": \"any\"}} was rendered as auto: the prompt "
                         "does not require a tool call"),
 }
