@@ -226,13 +226,8 @@ class MessageParam(WireModel):
     _check = field_validator("content", mode="before")(_string_or_list)
 
 
-class SystemTextBlock(WireModel):
-    """A block of the top-level ``system`` list (only ``text`` is allowed there)."""
-
-    type: Literal["text"]
-    text: str
-    cache_control: Any = None
-    citations: Any = None
+class SystemTextBlock(TextBlock):
+    """A block of the top-level ``system`` list: a :class:`TextBlock` (only ``text`` is allowed there)."""
 
 
 # --- request model: tools and settings ------------------------------------------------------------
