@@ -31,14 +31,7 @@ from orjson import dumps as _orjson_dumps
 from recipe.jsonfmt import dumps_wire
 
 from recipe.output.events import (
-    Finish,
-    OutputEvent,
-    ParsedOutput,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStart,
-    sse_done,
+    Finish, OutputEvent, ParsedOutput, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStart, sse_done,
 )
 
 from recipe.api.encoder import HOLE, frame_template
@@ -150,18 +143,14 @@ class ChatEncoder:
         pending = logprobs
         for ev in events:
             t = type(ev)
-            if t is TextDelta:
+            if t is TextDelta or t is ReasoningDelta:
+                content = t is TextDelta
                 lp = None
                 if pending:
-                    lp, pending = {"content": [_lp(e) for e in pending]}, None
-                out.append(chunk(self._text(ev.text), None, lp))
+                    lp, pending = {"content" if content else "reasoning_content": [_lp(e) for e in pending]}, None
+                out.append(chunk(self._text(ev.text) if content else self._reasoning(ev.text), None, lp))
             elif t is ToolCallArgumentsDelta:
                 out.append(chunk(self._arguments(ev.index, ev.text)))
-            elif t is ReasoningDelta:
-                lp = None
-                if pending:
-                    lp, pending = {"reasoning_content": [_lp(e) for e in pending]}, None
-                out.append(chunk(self._reasoning(ev.text), None, lp))
             elif t is ToolCallStart:
                 call = {"index": ev.index, "id": ev.id, "type": "function", "function": {"name": ev.name, "arguments": ""}}
                 out.append(chunk({"tool_calls": [call]}))

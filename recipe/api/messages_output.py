@@ -31,14 +31,7 @@ from recipe.jsonfmt import dumps_wire
 
 from recipe.cache.usage import PromptUsage
 from recipe.output.events import (
-    Finish,
-    OutputEvent,
-    ParsedOutput,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallArgumentsDelta,
-    ToolCallEnd,
-    ToolCallStart,
+    Finish, OutputEvent, ParsedOutput, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart,
 )
 
 from recipe.api.encoder import HOLE, frame_template
@@ -227,23 +220,19 @@ class MessagesEncoder:
         delta = self._delta
         for ev in events:
             t = type(ev)
-            if self._kind == _TOOL and (t is TextDelta or t is ReasoningDelta):
-                self._held.append(ev)  # blocks cannot interleave: sent after the tool block
-                continue
-            if t is TextDelta:
-                if self._kind != _TEXT:
-                    self._start(_TEXT, out)
+            if t is TextDelta or t is ReasoningDelta:
+                if self._kind == _TOOL:
+                    self._held.append(ev)  # blocks cannot interleave: sent after the tool block
+                    continue
+                kind = _TEXT if t is TextDelta else _THINKING
+                if self._kind != kind:
+                    self._start(kind, out)
                 self._run[1] += len(ev.text)  # type: ignore[index]
-                out.append(delta(self._index, _TEXT, ev.text))
+                out.append(delta(self._index, kind, ev.text))
             elif t is ToolCallArgumentsDelta:
                 block = self._tool_blocks.get(ev.index)
                 if block is not None:
                     out.append(delta(block, _TOOL, ev.text))
-            elif t is ReasoningDelta:
-                if self._kind != _THINKING:
-                    self._start(_THINKING, out)
-                self._run[1] += len(ev.text)  # type: ignore[index]
-                out.append(delta(self._index, _THINKING, ev.text))
             elif t is ToolCallStart:
                 if self._kind is not None:
                     self._stop(out)
