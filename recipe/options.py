@@ -21,6 +21,13 @@ PARITY_ENCODINGS = frozenset({"deepseek_v4", "deepseek_v41"})
 #: Default request-body size limit in bytes (8 MiB), checked before parsing.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
+#: The options deepseek-recipe 0.2.0 answers with a 400 (``reject``) and the request fields it drops
+#: (``ignore``): :meth:`Options.parity` sets them so.
+_PARITY_REJECT = ("developer_role", "forced_tool_choice_thinking", "format_with_strict_tools", "mixed_strict_tools",
+                  "redacted_thinking", "anthropic_custom_tools", "long_tool_names", "interleaved_history")
+_PARITY_IGNORE = ("anthropic_threads", "max_completion_tokens", "engine_sampling", "chat_template_kwargs",
+                  "unrendered_input", "anthropic_strict_tools", "anthropic_output_format")
+
 
 @dataclass(frozen=True, slots=True)
 class SchemaLimits:
@@ -231,28 +238,10 @@ class Options:
         earlier generation's model is rejected, as there.
         """
         return replace(
-            self,
-            models=MappingProxyType({k: v for k, v in self.models.items() if v in PARITY_ENCODINGS}),
-            developer_role="reject",
-            forced_tool_choice_thinking="reject",
-            format_with_strict_tools="reject",
-            mixed_strict_tools="reject",
-            redacted_thinking="reject",
-            anthropic_custom_tools="reject",
-            anthropic_threads="ignore",
-            aliases=MappingProxyType({}),
-            long_tool_names="reject",
-            max_completion_tokens="ignore",
-            engine_sampling="ignore",
-            chat_template_kwargs="ignore",
-            unrendered_input="ignore",
-            interleaved_history="reject",
-            unknown_model="list",
-            strict_schemas="normalize",
-            anthropic_tool_choice_any="auto",
-            anthropic_strict_tools="ignore",
-            anthropic_output_format="ignore",
-        )
+            self, models=MappingProxyType({k: v for k, v in self.models.items() if v in PARITY_ENCODINGS}),
+            aliases=MappingProxyType({}), **dict.fromkeys(_PARITY_REJECT, "reject"),
+            **dict.fromkeys(_PARITY_IGNORE, "ignore"), unknown_model="list", strict_schemas="normalize",
+            anthropic_tool_choice_any="auto")
 
     def with_model(self, name: str, encoding: str = "deepseek_v4") -> Options:
         """A copy whose model table also maps ``name`` to ``encoding``."""
