@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -42,6 +43,7 @@ __all__ = [
     "dumps_compact",
     "format_float",
     "dumps_wire",
+    "jsonl_values",
     "too_deep",
     "too_deep_path",
     "nesting_message",
@@ -548,3 +550,27 @@ def copy_json(value: Any) -> Any:
         import copy
 
         return copy.deepcopy(value)
+
+
+def jsonl_values(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
+    """The values of a JSON Lines file, in order, each with its line number (from 1); blank lines
+    are skipped. Lines end at ``\\n`` only (a JSON string may hold U+2028, U+0085 …, where
+    :meth:`str.splitlines` would split). Each line is read by :func:`json.loads`.
+
+    Raises:
+        OSError, UnicodeDecodeError: the file cannot be read as UTF-8 (by this call, before any value).
+        ValueError: ``PATH:LINE: reason`` for a line that is not JSON (when the iteration reaches it).
+    """
+    with open(path, encoding="utf-8") as f:
+        return _jsonl_values(os.fspath(path), f.read().split("\n"))
+
+
+def _jsonl_values(path: str, lines: list[str]) -> Iterator[tuple[int, Any]]:
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}:{n}: {exc}") from None
+        yield n, value

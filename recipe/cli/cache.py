@@ -192,19 +192,14 @@ def _texts_at_break(a: list[int], b: list[int], at: int, model: str, tokenizer: 
 
 def _trace(path: str, load: LoadPromptIds | None, tokenizer: str | None = None) -> Iterator[TraceRequest]:
     from recipe.cache.index import TraceRequest
+    from recipe.jsonfmt import jsonl_values
 
     try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")  # (JSON strings may hold U+2028, U+0085 …)
+        values = jsonl_values(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise _BadInput(f"{path}: {exc}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n, obj in values:  # (a line that is not JSON: a ValueError naming it)
         where = f"{path}:{n}"
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise _BadInput(f"{where}: {exc}") from None
         if not isinstance(obj, dict):
             raise _BadInput(f"{where}: each line must be a JSON object")
         if isinstance(obj.get("file"), str):  # a request file, relative to the trace

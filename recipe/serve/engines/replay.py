@@ -22,7 +22,6 @@ holds its prefix.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 from recipe.cache.index import MemoryPrefixIndex
 from recipe.cache.keys import DEFAULT_BLOCK_SIZE, KeySpec, block_keys, cached_prompt_tokens
+from recipe.jsonfmt import jsonl_values
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest, new_delta
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
@@ -108,17 +108,10 @@ def load_turns(source: str | Path | Iterable[Any], tokenizer: Tokenizer | None =
     turns: list[ReplayTurn] = []
     if isinstance(source, (str, Path)):
         try:
-            lines = Path(source).read_text(encoding="utf-8").split("\n")  # (JSON strings may hold U+2028, U+0085 …)
+            values = jsonl_values(source)
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"replay file {source}: {exc}") from None
-        for n, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{source}:{n}: {exc}") from None
-            turns.append(parse_turn(obj, tok, f"{source}:{n}"))
+        turns = [parse_turn(obj, tok, f"{source}:{n}") for n, obj in values]
     else:
         turns = [parse_turn(obj, tok, f"turn {i}") for i, obj in enumerate(source)]
     if not turns:
