@@ -111,10 +111,12 @@ def _leading(keys: Sequence[bytes], holders: Callable[[int], Iterable[str]]) -> 
         here = holders(i)
         if len(alive) == 1 and next(iter(alive)) in here:  # the common single-holder case
             continue
-        here = set(here)
-        for r in alive - here:
+        if not isinstance(here, (set, frozenset, dict)):
+            here = set(here)
+        gone = [r for r in alive if r not in here]  # a hot prefix: many holders, few leave per key
+        for r in gone:
             result[r] = i
-        alive &= here
+            alive.discard(r)
     for r in alive:
         result[r] = len(keys)
     return result
@@ -137,6 +139,7 @@ class MemoryPrefixIndex:
         self.ttl = ttl
         self.clock = clock
         self._entries: OrderedDict[tuple[str, bytes], dict[str, float]] = OrderedDict()
+        self._expiring = ttl is not None  # some entry may expire (else reads skip the expiry scan)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -145,6 +148,7 @@ class MemoryPrefixIndex:
         """See :class:`PrefixIndex`; drops least recently used keys beyond ``max_entries``."""
         ttl = self.ttl if ttl is None else ttl
         expiry = math.inf if ttl is None else self.clock() + ttl
+        self._expiring = self._expiring or ttl is not None
         entries = self._entries
         for k in keys:
             held = entries.get((ns, k))
@@ -160,6 +164,8 @@ class MemoryPrefixIndex:
         held = self._entries.get((ns, key))
         if not held:
             return ()
+        if not self._expiring:
+            return held
         for r in [r for r, exp in held.items() if exp <= now]:  # expired: forget lazily
             del held[r]
         if not held:
@@ -168,8 +174,12 @@ class MemoryPrefixIndex:
 
     def scores(self, ns: str, keys: Sequence[bytes]) -> dict[str, int]:
         """See :class:`PrefixIndex`; matched keys become most recently used."""
-        now = self.clock()
-        result = _leading(keys, lambda i: self._live(ns, keys[i], now))
+        if self._expiring:
+            now = self.clock()
+            result = _leading(keys, lambda i: self._live(ns, keys[i], now))
+        else:
+            entries = self._entries
+            result = _leading(keys, lambda i: entries.get((ns, keys[i])) or ())
         for k in keys[: max(result.values(), default=0)]:
             self._entries.move_to_end((ns, k))
         return result

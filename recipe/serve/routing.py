@@ -102,10 +102,15 @@ def _requests(c: Candidate, now: float | None, max_age: float) -> float:
 def cost(prompt_tokens: int, c: Candidate, weights: RoutingWeights = RoutingWeights(), now: float | None = None) -> float:
     """The cost of sending a prompt of ``prompt_tokens`` to ``c`` (see the module docstring), in
     prompt tokens. ``now`` (``time.monotonic()``) decides whether ``c.load`` is fresh; None ignores it."""
-    fresh = c.load is not None and now is not None and now - c.load.at <= weights.max_age
-    kv = c.load.kv_usage if fresh and c.load is not None and c.load.kv_usage is not None else 0.0
-    return (max(prompt_tokens - c.cached_tokens, 0) + weights.request_tokens * _requests(c, now, weights.max_age)
-            + weights.kv_tokens * min(max(kv, 0.0), 1.0))
+    return _cost(prompt_tokens, c, weights, now, _requests(c, now, weights.max_age))
+
+
+def _cost(prompt_tokens: int, c: Candidate, weights: RoutingWeights, now: float | None, requests: float) -> float:
+    load = c.load
+    kv = 0.0
+    if load is not None and load.kv_usage is not None and now is not None and now - load.at <= weights.max_age:
+        kv = min(max(load.kv_usage, 0.0), 1.0)
+    return max(prompt_tokens - c.cached_tokens, 0) + weights.request_tokens * requests + weights.kv_tokens * kv
 
 
 def pick(prompt_tokens: int, candidates: Sequence[Candidate], weights: RoutingWeights = RoutingWeights(),
@@ -117,9 +122,13 @@ def pick(prompt_tokens: int, candidates: Sequence[Candidate], weights: RoutingWe
     """
     if not candidates:
         raise ValueError("no replica to route to")
-    return min(range(len(candidates)), key=lambda i: (
-        cost(prompt_tokens, candidates[i], weights, now), _requests(candidates[i], now, weights.max_age),
-        candidates[i].served, i))
+    best, best_key = 0, None
+    for i, c in enumerate(candidates):  # each candidate's cost once (a pool of 64 is routed per request)
+        requests = _requests(c, now, weights.max_age)
+        key = (_cost(prompt_tokens, c, weights, now, requests), requests, c.served, i)
+        if best_key is None or key < best_key:
+            best, best_key = i, key
+    return best
 
 
 #: Metric names -> field, for vLLM and SGLang.
