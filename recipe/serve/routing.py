@@ -33,7 +33,8 @@ ROUTING_POLICIES = ("cost", "prefix")
 
 @dataclass(frozen=True, slots=True)
 class RoutingWeights:
-    """The exchange rates of the cost, in prompt tokens (``ServeConfig.routing_weights``).
+    """The exchange rates of the cost, in prompt tokens (``ServeConfig.routing_weights``). The
+    defaults were chosen with the fleet simulator (``bench/bench_fleet.py``, docs/fleet.md).
 
     Attributes:
         request_tokens: what one request running or waiting on a replica costs a new one there, in
@@ -46,8 +47,8 @@ class RoutingWeights:
         ValueError: a negative or non-finite weight, or max_age <= 0.
     """
 
-    request_tokens: float = 1024.0
-    kv_tokens: float = 4096.0
+    request_tokens: float = 512.0
+    kv_tokens: float = 2048.0
     max_age: float = 10.0
 
     def __post_init__(self) -> None:
