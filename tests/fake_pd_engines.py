@@ -58,7 +58,8 @@ class Ledger:
 class Fake:
     """One fake server's settings: ``name``; ``text`` its decode output; ``fail`` an HTTP status to
     answer every request with; ``no_params`` a prefill answering without ``kv_transfer_params``;
-    ``running`` what its ``/metrics`` reports; ``bootstrap_port`` an SGLang prefill's."""
+    ``running`` what its ``/metrics`` reports; ``bootstrap_port`` an SGLang prefill's; ``delay`` seconds
+    between a decode server's frames."""
 
     name: str
     text: str = "Hello from decode."
@@ -66,6 +67,7 @@ class Fake:
     no_params: bool = False
     running: float = 0.0
     bootstrap_port: int = 8998
+    delay: float = 0.0
     cache: list[list[int]] = field(default_factory=list)
 
     def cached(self, ids: list[int]) -> int:
@@ -245,12 +247,13 @@ def sglang_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
                 meta = {"id": body.get("rid"), "finish_reason": {"type": "stop", "matched": EOS} if end == len(out) else None,
                         "prompt_tokens": len(ids), "completion_tokens": end, "cached_tokens": len(ids)}
                 yield b"data: " + orjson.dumps({"text": "", "output_ids": out[:end], "meta_info": meta}) + b"\n\n"
-                await asyncio.sleep(0)
+                await asyncio.sleep(fake.delay)
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(frames(), media_type="text/event-stream")
 
     async def abort(request: Request) -> Response:
+        ledger.seen.append((f"{fake.name}:abort", orjson.loads(await request.body())))
         return Response(status_code=200)
 
     return Starlette(routes=[*_common(fake), Route("/generate", generate, methods=["POST"]),

@@ -158,6 +158,21 @@ def test_sglang_prefill_failure_ends_the_request_with_the_apis_error():
         assert time.monotonic() - t0 < 2.5  # not after the decode server's 3 s wait for the KV cache
 
 
+def test_a_client_that_goes_away_ends_the_decode_request():
+    with fleet("sglang", [Fake("P1")], [Fake("D1", text="word " * 60, delay=0.05)]) as (url, ledger, _):
+        stream = oai(url).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                                  max_tokens=100, stream=True, extra_body=OFF)
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                break
+        stream.close()
+        deadline = time.monotonic() + 5
+        while not ledger.by("D1:abort") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (dec,) = ledger.by("D1")
+        assert ledger.by("D1:abort") == [{"rid": dec["rid"]}]
+
+
 @pytest.mark.parametrize(("specs", "words"), [
     (["prefill=vllm+http://a:1", "vllm+http://b:1"], "either every"),
     (["prefill=vllm+http://a:1"], "at least one prefill"),

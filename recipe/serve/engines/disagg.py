@@ -214,10 +214,8 @@ class DisaggregatedEngine:
             raise EngineError("failed", f"prefill replica {p.name} answered without kv_transfer_params: start every "
                                         "replica with a KV connector (--kv-transfer-config, e.g. NixlConnector)")
         cached = _cached(data.get("usage"))
-        stream: AsyncIterator[EngineDelta] | None = None
 
         async def open_decode(r: Replica) -> tuple[AsyncIterator[EngineDelta], EngineDelta | None]:
-            nonlocal stream
             stream = r.engine.attempt(req, grammar, {"kv_transfer_params": params})
             try:
                 return stream, await stream.__anext__()
@@ -284,6 +282,7 @@ class DisaggregatedEngine:
                 await queue.put(exc)
 
         decoding = asyncio.ensure_future(decode())
+        getting: asyncio.Future[Any] | None = None
         try:
             while True:
                 getting = asyncio.ensure_future(queue.get())
@@ -308,6 +307,8 @@ class DisaggregatedEngine:
         finally:
             p.in_flight -= 1
             d.in_flight -= 1
+            if getting is not None and not getting.done():
+                getting.cancel()
             for task in (decoding, prefill):
                 if not task.done():
                     task.cancel()
