@@ -16,6 +16,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from fake_pd_engines import PREFILL_TRANSFER, Fake, Ledger, sglang_decode_app, sglang_prefill_app, vllm_decode_app, vllm_prefill_app
@@ -108,11 +109,17 @@ def test_the_prefill_replica_is_chosen_by_cached_prefix_the_decode_replica_by_lo
         assert len(ledger.by("D2")) >= 2 and len(ledger.by("D1")) <= 1  # D1 reports 40 requests running
 
 
-def test_an_unreachable_prefill_replica_is_routed_around():
-    with fleet("vllm", [Fake("P1")], [Fake("D1")], dead_prefill=1) as (url, ledger, _):
+def test_an_unreachable_prefill_replica_is_routed_around_and_health_names_it():
+    with fleet("vllm", [Fake("P1")], [Fake("D1")], dead_prefill=1, probe_seconds=0.2) as (url, ledger, _):
         for k in range(3):
             assert ask(url, f"Hi {k}")[0] == "Hello from decode."
         assert len(ledger.by("P1")) == 3
+        time.sleep(0.5)
+        health = httpx.get(url + "/health", timeout=10).json()
+    assert health["status"] == "ok"
+    (pd,) = health["replicas"]
+    assert [(r["name"], r["reachable"]) for r in pd["prefill"]] == [("dead0", False), ("P1", True)]
+    assert [(r["name"], r["reachable"]) for r in pd["decode"]] == [("D1", True)]
 
 
 @pytest.mark.parametrize(("prefill", "decode", "status", "words"), [

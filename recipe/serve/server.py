@@ -433,7 +433,7 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
         return JSONResponse({"status": "ok" if ok else "unavailable", "in_flight": st.in_flight,
                              "vocabulary": _vocabulary(st), **shared, "replicas": [
             {"name": r.name, "reachable": r.reachable is not False, "ejected": r.ejected(now), "in_flight": r.in_flight,
-             "in_flight_others": r.others}
+             "in_flight_others": r.others, **(r.engine.health(now) if hasattr(r.engine, "health") else {})}
             for r in st.pool.replicas]}, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:

@@ -131,6 +131,14 @@ class DisaggregatedEngine:
         cands = [Candidate(0, r.requests, r.served, r.load) for r in candidates]
         return candidates[pick(prompt_tokens, cands, self.weights, time.monotonic())]
 
+    def health(self, now: float | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Each role's replicas as ``/health`` lists them: ``{"prefill": [{name, reachable, ejected,
+        in_flight}, …], "decode": […]}``."""
+        now = time.monotonic() if now is None else now
+        return {role: [{"name": r.name, "reachable": r.reachable is not False, "ejected": r.ejected(now),
+                        "in_flight": r.in_flight} for r in pool.replicas]
+                for role, pool in (("prefill", self.prefill), ("decode", self.decode))}
+
     async def ping(self, timeout: float = 2.0) -> bool:
         """Probe every replica (readmitting those that answer again); True when some prefill and some
         decode replica answer."""
