@@ -10,6 +10,10 @@ in places (docs/fleet.md). recipe's ids are compared with independent oracles in
 file for a Completions text. The round trip: recipe's rendered ``GenerateRequest`` goes to vLLM's own
 ``/inference/v1/generate`` (vLLM takes recipe's body as is), and the generate response is derendered
 by both vLLM and recipe — the same fields, and for Completions the same text.
+
+The module's name sorts before tests/test_real_engine.py, so it runs first, on the default engine
+(``vllm_running``) that module then reuses; after it, the last engine there has been killed and a
+second start would cost a minute.
 """
 
 from __future__ import annotations
