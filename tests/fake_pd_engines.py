@@ -258,3 +258,64 @@ def sglang_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
 
     return Starlette(routes=[*_common(fake), Route("/generate", generate, methods=["POST"]),
                              Route("/abort_request", abort, methods=["POST"])])
+
+
+def generate_prefill_app(fake: Fake, ledger: Ledger) -> Starlette:
+    """vLLM's ``/inference/v1/generate`` as a prefill server: the same exchange as
+    :func:`vllm_prefill_app` with a ``GenerateRequest`` (``max_tokens`` inside ``sampling_params``)."""
+    engine_id = f"engine-{fake.name}"
+
+    async def generate(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        ledger.seen.append((fake.name, body))
+        if fake.fail:
+            return _error(fake.fail, f"{fake.name} failed")
+        sp = body.get("sampling_params") or {}
+        if body.get("kv_transfer_params") != PREFILL_TRANSFER or body.get("stream") is not False or sp.get("max_tokens") != 1:
+            return _error(400, "not a prefill GenerateRequest (kv_transfer_params, stream false, max_tokens 1)")
+        ids = body["token_ids"]
+        rid = f"generate-tokens-{body.get('request_id')}"
+        params = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [0],
+                  "remote_engine_id": engine_id, "remote_request_id": rid, "remote_host": "127.0.0.1",
+                  "remote_port": request.url.port, "tp_size": 1}
+        ledger.transfers[(engine_id, rid)] = {"params": params, "prompt": ids, "read": False}
+        return JSONResponse({"request_id": body.get("request_id"), "model": body.get("model"), "choices": [
+            {"index": 0, "token_ids": [19923], "finish_reason": "length", "logprobs": None}],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": len(ids) + 1,
+                      "prompt_tokens_details": {"cached_tokens": fake.cached(ids)}},
+            "kv_transfer_params": params})
+
+    return Starlette(routes=[*_common(fake), Route("/inference/v1/generate", generate, methods=["POST"])])
+
+
+def generate_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
+    """vLLM's ``/inference/v1/generate`` as a decode server (the prefill's parameters, read once; the
+    generate stream: new ids per frame, a usage frame, ``[DONE]``)."""
+    tok = load_tokenizer()
+
+    async def generate(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        ledger.seen.append((fake.name, body))
+        if fake.fail:
+            return _error(fake.fail, f"{fake.name} failed")
+        params = body.get("kv_transfer_params") or {}
+        entry = ledger.transfers.get((params.get("remote_engine_id"), params.get("remote_request_id")))
+        if entry is None or entry["params"] != params or entry["read"] or entry["prompt"] != body.get("token_ids"):
+            return _error(400, "no KV blocks to read for these kv_transfer_params")
+        entry["read"] = True
+        out = tok.encode_ordinary(fake.text) + [EOS]
+        n = len(body["token_ids"])
+
+        async def frames() -> Any:
+            for k in range(0, len(out), 3):
+                fin = "stop" if k + 3 >= len(out) else None
+                yield b"data: " + orjson.dumps({"request_id": body["request_id"], "choices": [
+                    {"index": 0, "token_ids": out[k:k + 3], "finish_reason": fin, "logprobs": None}]}) + b"\n\n"
+            usage = {"prompt_tokens": n, "completion_tokens": len(out), "total_tokens": n + len(out),
+                     "prompt_tokens_details": {"cached_tokens": n}}
+            yield b"data: " + orjson.dumps({"request_id": body["request_id"], "choices": [], "usage": usage}) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    return Starlette(routes=[*_common(fake), Route("/inference/v1/generate", generate, methods=["POST"])])

@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from fake_pd_engines import PREFILL_TRANSFER, Fake, Ledger, sglang_decode_app, sglang_prefill_app, vllm_decode_app, vllm_prefill_app
+from fake_pd_engines import (PREFILL_TRANSFER, Fake, Ledger, generate_decode_app, generate_prefill_app, sglang_decode_app,
+                             sglang_prefill_app, vllm_decode_app, vllm_prefill_app)
 from serve_support import free_port, running
 
 import recipe.serve
@@ -38,8 +39,8 @@ CONFIG = dict(warm=False, gc_freeze=False, probe_seconds=None)
 def fleet(protocol: str, prefill: list[Fake], decode: list[Fake], dead_prefill: int = 0, **config: Any):
     """The fake servers and ``recipe serve`` over them: yields (recipe's URL, ledger, {name: url})."""
     ledger = Ledger()
-    make_p = vllm_prefill_app if protocol == "vllm" else sglang_prefill_app
-    make_d = vllm_decode_app if protocol == "vllm" else sglang_decode_app
+    make_p = {"vllm": vllm_prefill_app, "generate": generate_prefill_app, "sglang": sglang_prefill_app}[protocol]
+    make_d = {"vllm": vllm_decode_app, "generate": generate_decode_app, "sglang": sglang_decode_app}[protocol]
     with ExitStack() as stack:
         urls = {f.name: stack.enter_context(running(make_p(f, ledger), config_of=uvicorn.Config)).url for f in prefill}
         urls.update({f.name: stack.enter_context(running(make_d(f, ledger), config_of=uvicorn.Config)).url for f in decode})
@@ -81,6 +82,16 @@ def test_vllm_pd_prefills_on_one_replica_and_decodes_with_its_kv_transfer_params
         assert dec["max_tokens"] == 20 and pre["model"] == dec["model"] == "tiny"
         assert usage.prompt_tokens == len(pre["prompt"])
         assert usage.prompt_tokens_details.cached_tokens == 0  # the prefill replica's count, not the decode's
+
+
+def test_generate_pd_carries_kv_transfer_params_in_generate_requests():
+    with fleet("generate", [Fake("P1")], [Fake("D1")]) as (url, ledger, _):
+        text, usage = ask(url, "Hello there", stream=True)
+        assert text == "Hello from decode."
+        (pre,), (dec,) = ledger.by("P1"), ledger.by("D1")
+        assert pre["kv_transfer_params"] == PREFILL_TRANSFER and pre["sampling_params"]["max_tokens"] == 1
+        assert dec["kv_transfer_params"]["remote_engine_id"] == "engine-P1" and dec["sampling_params"]["max_tokens"] == 20
+        assert pre["token_ids"] == dec["token_ids"] and usage.prompt_tokens == len(pre["token_ids"])
 
 
 def test_messages_through_the_anthropic_sdk_and_the_prefill_replicas_cached_count():
@@ -184,6 +195,7 @@ def test_a_client_that_goes_away_ends_the_decode_request():
     (["prefill=vllm+http://a:1", "vllm+http://b:1"], "either every"),
     (["prefill=vllm+http://a:1"], "at least one prefill"),
     (["prefill=vllm+http://a:1", "decode=sglang+http://b:1"], "all be vllm"),
+    (["prefill=vllm+http://a:1", "decode=generate+http://b:1"], "all generate"),
     (["prefill=replay:x.jsonl", "decode=vllm+http://b:1"], "replay"),
     (["prefill=vllm+http://a:1?bootstrap_port=1", "decode=vllm+http://b:1"], "bootstrap_port"),
 ])

@@ -81,7 +81,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", action="append", metavar="SPEC",
                    help="demo (default), replay:FILE, vllm+http://HOST:PORT, sglang+http://HOST:PORT, "
                         "generate+http://HOST:PORT; repeat for a replica pool. P/D disaggregation: tag each "
-                        "replica prefill=SPEC or decode=SPEC (all vllm+ or all sglang+; an SGLang prefill spec "
+                        "replica prefill=SPEC or decode=SPEC (all vllm+, all generate+ or all sglang+; an "
+                        "SGLang prefill spec "
                         "may end in ?bootstrap_port=N, default 8998): each request is prefilled on the cheapest "
                         "prefill replica (uncached prompt tokens plus load) and decoded on the least loaded "
                         "decode replica, through vLLM's kv_transfer_params or SGLang's bootstrap fields "

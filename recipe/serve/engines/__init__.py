@@ -15,8 +15,8 @@ An HTTP spec may end in ``?model=NAME`` (the served model name to send), ``&name
 :data:`.http.GrammarForm`; default ``structural_tag``); an SGLang spec also ``&bootstrap_port=N``
 (its P/D bootstrap port). A Python callable is an engine too (:mod:`.inprocess`).
 
-P/D disaggregation (:mod:`.disagg`): specs tagged ``prefill=SPEC`` and ``decode=SPEC`` (all vLLM or
-all SGLang) make one engine that prefills each request on a prefill replica and decodes it on a
+P/D disaggregation (:mod:`.disagg`): specs tagged ``prefill=SPEC`` and ``decode=SPEC`` (all ``vllm+``,
+all ``generate+`` or all ``sglang+``) make one engine that prefills each request on a prefill replica and decodes it on a
 decode replica (:func:`build_engines`).
 """
 
@@ -122,7 +122,7 @@ def build_engines(specs: Sequence[Any], timeouts: Timeouts = Timeouts(), *, inde
 
     Raises:
         ValueError: a bad spec; role-tagged and untagged specs mixed; a P/D pool without a prefill or
-            a decode replica, or over engines other than vLLM / SGLang HTTP ones.
+            a decode replica, or over engines other than one kind of vLLM / generate / SGLang HTTP ones.
     """
     tagged = [_role(s) for s in specs]
     if not any(role for role, _ in tagged):
@@ -136,7 +136,7 @@ def build_engines(specs: Sequence[Any], timeouts: Timeouts = Timeouts(), *, inde
     for role, spec in tagged:
         built = engine_from_spec(spec, timeouts)
         if not isinstance(built, HTTPEngine):
-            raise ValueError(f"P/D: {spec!r} is not a vllm+http:// or sglang+http:// engine")
+            raise ValueError(f"P/D: {spec!r} is not a vllm+http://, generate+http:// or sglang+http:// engine")
         by_role[role].append(built)  # type: ignore[index]
     extra: dict[str, Any] = {}
     if weights is not None:

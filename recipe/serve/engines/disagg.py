@@ -2,7 +2,7 @@
 
 ``recipe serve --engine prefill=vllm+http://P1 --engine prefill=vllm+http://P2 --engine
 decode=vllm+http://D1 …`` makes one :class:`DisaggregatedEngine` of the role-tagged replicas (all
-vLLM or all SGLang). Per request it picks
+``vllm+``, all ``generate+`` or all ``sglang+``). Per request it picks
 
 - a **prefill** replica by the cost rule of :mod:`recipe.serve.routing`: the prompt tokens that
   replica would have to prefill (its cached prefix taken off, from the prefix index of the
@@ -23,6 +23,9 @@ null, "remote_port": null}``, ``stream: false`` and ``max_tokens: 1``; its answe
 ``remote_host``, ``remote_port``, …, as its connector wrote them) go unchanged into the decode
 request, which is the request itself, streamed. A prefill answer without ``kv_transfer_params`` (a
 replica started without a KV connector) is an engine error, not a silent local prefill.
+``generate+http://`` replicas (vLLM's ``/inference/v1/generate``, which passes a
+``GenerateRequest``'s ``kv_transfer_params`` to the engine and answers them) take the same
+exchange, ``max_tokens`` 1 inside the prefill's ``sampling_params``.
 
 **SGLang** (``--disaggregation-mode prefill`` / ``decode``; its ``mini_lb`` and router do the same):
 both replicas get the request with the same ``bootstrap_host`` (the prefill replica's host),
@@ -77,22 +80,22 @@ SGLANG_BOOTSTRAP_PORT = 8998
 
 
 def _protocol(engines: Sequence[Any]) -> str:
+    from recipe.serve.engines.generate import GenerateEngine
     from recipe.serve.engines.sglang import SGLangEngine
     from recipe.serve.engines.vllm import VLLMEngine
 
-    if all(isinstance(e, VLLMEngine) for e in engines):
-        return "vllm"
-    if all(isinstance(e, SGLangEngine) for e in engines):
-        return "sglang"
-    raise ValueError("a P/D pool's replicas must all be vllm+http:// or all sglang+http:// (one disaggregation "
-                     "protocol)")
+    for kind, name in ((VLLMEngine, "vllm"), (GenerateEngine, "generate"), (SGLangEngine, "sglang")):
+        if all(isinstance(e, kind) for e in engines):
+            return name
+    raise ValueError("a P/D pool's replicas must all be vllm+http://, all generate+http:// or all sglang+http:// "
+                     "(one disaggregation protocol)")
 
 
 class DisaggregatedEngine:
     """Prefill replicas and decode replicas behind one engine (see the module docstring).
 
     Args:
-        prefill: the prefill replicas (HTTP connectors, all vLLM or all SGLang).
+        prefill: the prefill replicas (HTTP connectors of one kind: vLLM, generate or SGLang).
         decode: the decode replicas (the same protocol).
         index: the prefix index the prefill choice reads and records (default: in memory).
         weights: the cost's weights (:class:`~recipe.serve.routing.RoutingWeights`).
@@ -161,7 +164,7 @@ class DisaggregatedEngine:
         model = req.prepared.model if req.prepared is not None else ""
         route = await self.prefill.route(req.token_ids, req.cache_salt, model)
         p, d = route.replica, self.pick_decode(len(req.token_ids))
-        run = self._vllm if self.protocol == "vllm" else self._sglang
+        run = self._sglang if self.protocol == "sglang" else self._vllm
         it = run(req, grammar, p, d)
         try:
             async for delta in it:
@@ -194,13 +197,21 @@ class DisaggregatedEngine:
             return r, result
 
     async def _prefill_vllm(self, r: Replica, req: EngineRequest, grammar: OutputGrammar | None) -> dict[str, Any]:
-        from recipe.serve.engines.vllm import vllm_body
-
         e = r.engine
-        body = vllm_body(req, e.model, grammar, e.grammar_form)
-        for key in ("stream_options", "min_tokens", "n"):
-            body.pop(key, None)
-        body.update(stream=False, max_tokens=1, kv_transfer_params=dict(PREFILL_TRANSFER))
+        if self.protocol == "generate":  # a GenerateRequest: the sampling fields inside sampling_params
+            from recipe.serve.engines.generate import generate_body
+
+            body = generate_body(req, grammar, form=e.grammar_form, model=e.model, stream=False)
+            body["sampling_params"].pop("min_tokens", None)
+            body["sampling_params"]["max_tokens"] = 1
+            body["kv_transfer_params"] = dict(PREFILL_TRANSFER)
+        else:
+            from recipe.serve.engines.vllm import vllm_body
+
+            body = vllm_body(req, e.model, grammar, e.grammar_form)
+            for key in ("stream_options", "min_tokens", "n"):
+                body.pop(key, None)
+            body.update(stream=False, max_tokens=1, kv_transfer_params=dict(PREFILL_TRANSFER))
         async with e.stream(e.path, body) as response:
             try:
                 data = orjson.loads(await response.aread())

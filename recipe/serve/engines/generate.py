@@ -177,16 +177,21 @@ class GenerateEngine(HTTPEngine):
 
     path = "/inference/v1/generate"
 
-    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
-        """One ``/inference/v1/generate`` stream for ``req`` (see :meth:`HTTPEngine.generate`)."""
-        return self._attempt(req, grammar)
+    def attempt(self, req: EngineRequest, grammar: OutputGrammar | None,
+                fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
+        """One ``/inference/v1/generate`` stream for ``req`` (see :meth:`HTTPEngine.generate`), with
+        ``fields`` added to the body's top level (P/D's ``kv_transfer_params``:
+        :mod:`recipe.serve.engines.disagg`)."""
+        return self._attempt(req, grammar, fields)
 
-    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None) -> AsyncIterator[EngineDelta]:
+    async def _attempt(self, req: EngineRequest, grammar: OutputGrammar | None,
+                       fields: Mapping[str, Any] | None = None) -> AsyncIterator[EngineDelta]:
         if req.extra is not None and req.extra.n > 1:
             raise EngineError("bad_request", "n > 1 is not served over /inference/v1/generate by recipe's connector: "
                                              "send n separate requests")
         body = generate_body(req, grammar, form=self.grammar_form, model=self.model,
                              stream_options={"include_usage": True, "continuous_usage_stats": False})
+        body.update(fields or {})
         finished = False
         try:
             async with self.stream(self.path, body) as response:
