@@ -36,10 +36,15 @@ __all__ = ["Api", "PreparedRequest", "prepare", "detect_api", "check_body_size",
 @dataclass(frozen=True, slots=True)
 class Adapter:
     """One API's request adapter: ``parse(body) -> request model`` and
-    ``convert(request, options) -> Conversation``."""
+    ``convert(request, options) -> Conversation``.
 
-    parse: Callable[[Any], Any]
-    convert: Callable[[Any, Options], Conversation]
+    ``memo_field``: the body's list of messages when the adapter reuses an earlier request's
+    validated and converted messages (:mod:`recipe.api.reuse`): then ``parse(body, match)`` and
+    ``convert(request, options, match)`` take the :class:`~recipe.api.reuse.MemoMatch` too."""
+
+    parse: Callable[..., Any]
+    convert: Callable[..., Conversation]
+    memo_field: str | None = None
 
 
 # Each API's adapter is imported on first use: a process that serves only Chat never loads the
@@ -50,7 +55,7 @@ class Adapter:
 def _chat() -> Adapter:
     from recipe.api.chat import chat_to_conversation, parse_chat_request
 
-    return Adapter(parse_chat_request, chat_to_conversation)
+    return Adapter(parse_chat_request, chat_to_conversation, "messages")
 
 
 @functools.cache
@@ -186,7 +191,13 @@ def prepare(
     if load is None:
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)
     adapter = load()
-    if checked or DEPTH_CHECKED.get():
+    reuse = default_prompt_cache() if prompt_cache == "default" else prompt_cache
+    # a body parsed from JSON text here: its messages are compared with earlier requests' as bytes
+    match = reuse.messages.match(api, body.get(adapter.memo_field)) if (
+        checked and reuse is not None and adapter.memo_field is not None) else None
+    if match is not None:
+        request = adapter.parse(body, match)
+    elif checked or DEPTH_CHECKED.get():
         token = DEPTH_CHECKED.set(checked)  # a store-expanded body is another dict: walked by the parse
         try:
             request = adapter.parse(body)
@@ -198,7 +209,7 @@ def prepare(
     dropped: list[str] = []
     token = collect_dropped(dropped)
     try:
-        conversation = adapter.convert(request, options)
+        conversation = adapter.convert(request, options) if match is None else adapter.convert(request, options, match)
     finally:
         reset_dropped(token)
     encoding = check_model(request.model, options)
@@ -207,7 +218,6 @@ def prepare(
         dropped or conversation.tools or conversation.response_format.type != "text") else ()
     tok = tokenizer or family.tokenizer()
     segments = _default_cache if cache == "default" else cache
-    reuse = default_prompt_cache() if prompt_cache == "default" else prompt_cache
     missing = family.missing_special(tok)
     ids: list[int] | None = None
     if missing is None:

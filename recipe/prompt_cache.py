@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from recipe.api.reuse import MessageMemo
 from recipe.prompt import Prompt, Segment, SegmentCache, encode_segments
 
 if TYPE_CHECKING:
@@ -75,6 +76,9 @@ class PromptCacheStats:
         hits: requests that resumed at a checkpoint; ``misses``: requests rendered in full.
         reused_tokens: prompt tokens taken from the cache instead of encoded, over all hits.
         evictions: entries dropped to stay within the bounds.
+        reused_messages: request messages whose validation and conversion were taken from an
+            earlier request that sent the same JSON bytes (:mod:`recipe.api.reuse`), over all requests.
+        message_bytes: estimated memory those earlier messages hold (within ``max_bytes``).
     """
 
     entries: int
@@ -85,6 +89,8 @@ class PromptCacheStats:
     misses: int
     reused_tokens: int
     evictions: int
+    reused_messages: int = 0
+    message_bytes: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -354,6 +360,11 @@ def _encode(
 class PromptCache:
     """Earlier prompts' segments and token ids at their checkpoints, for exact reuse (module docstring).
 
+    A request parsed from JSON text by ``prepare`` also reuses the validated and converted messages
+    an earlier request sent byte for byte (``messages``: a :class:`~recipe.api.reuse.MessageMemo`
+    holding at most a quarter of ``max_bytes``), so the agent loop's next request validates and
+    converts only what it added.
+
     Args:
         max_bytes: bound on the estimated memory held (default 256 MiB: about fifty 100k-token
             conversations); least recently used entries are evicted first.
@@ -363,6 +374,7 @@ class PromptCache:
     def __init__(self, max_bytes: int = 256 * 1024 * 1024, max_entries: int = 4096) -> None:
         self.max_bytes = max_bytes
         self.max_entries = max_entries
+        self.messages = MessageMemo(max_bytes // 4)
         self._keys: dict[int, tuple[_Entry, int]] = {}
         self._lru: OrderedDict[int, _Entry] = OrderedDict()
         self._bytes = 0
@@ -465,10 +477,13 @@ class PromptCache:
                 misses=self._misses,
                 reused_tokens=self._reused,
                 evictions=self._evictions,
+                reused_messages=self.messages.reused,
+                message_bytes=self.messages.bytes,
             )
 
     def clear(self) -> None:
         """Drop every entry (statistics are kept)."""
+        self.messages.clear()
         with self._lock:
             self._keys.clear()
             self._lru.clear()

@@ -16,6 +16,7 @@ from recipe.api.chat_wire import (
     FilePart, ImagePart, AssistantMsg, ChatCompletionRequest, Content, DeveloperMsg, LatestReminderMsg, RFJsonObject,
     RFRegex, RFText, SystemMsg, TextPart, ToolMsg, UserMsg, parse_chat_request,
 )
+from recipe.api.reuse import MemoMatch
 from recipe.api.images import Piece, file_data_url, image_from_url, join_with_images
 from recipe.api.wire import check_u32
 from recipe.conversation import (
@@ -85,10 +86,16 @@ def _check_assistant_media(i: int, content: Content | None, rules: RequestRules)
         raise RequestError("Image in assistant message is not supported", param=f"messages[{i}].content")
 
 
-def _convert_and_pair(msgs: list[Any], rules: RequestRules, interleaved: bool = False) -> tuple[Message, ...]:
+def _convert_and_pair(msgs: list[Any], rules: RequestRules, interleaved: bool = False,
+                      reused: tuple[Message | None, ...] = (),
+                      each: list[Message | None] | None = None) -> tuple[Message, ...]:
     """Each message converted (:func:`_message`), in order, while checking that every tool message
     answers the preceding assistant's calls and every call gets exactly one answer: the first
     problem in message order is the error, as deepseek-recipe reports it.
+
+    ``reused``: per leading message, an earlier conversion of the same wire message under the same
+    rules (None: convert it); ``each`` receives, per message, its conversion when it is a pure
+    function of the wire message and the rules (text content: :func:`_pure`), else None.
 
     ``interleaved`` (``Options.interleaved_history="accept"``): a system or developer message between
     an assistant's calls and their tool messages is rendered after the tool messages (the template
@@ -97,8 +104,13 @@ def _convert_and_pair(msgs: list[Any], rules: RequestRules, interleaved: bool = 
     pending: list[str] | None = None  # call ids still awaiting a tool message
     answered: set[str] = set()
     deferred: list[Message] = []  # system / developer messages met while calls were pending
+    n_reused = len(reused)
     for i, m in enumerate(msgs):
-        conv = _message(i, m, rules)
+        conv = reused[i] if i < n_reused else None
+        if conv is None:
+            conv = _message(i, m, rules)
+        if each is not None:
+            each.append(conv if _pure(m) else None)
         if type(m) is ToolMsg:
             out.append(conv)
             if pending is None:
@@ -138,6 +150,12 @@ def _missing(pending: list[str], answered: set[str], i: int) -> None:
     if answered:
         raise RequestError(f"{head[:-1]}, The following tool_call_ids did not have response messages: {', '.join(pending)}", param=f"messages[{i}]")
     raise RequestError(f"{head} (insufficient tool messages following tool_calls message)", param=f"messages[{i}]")
+
+
+def _pure(m: Any) -> bool:
+    """Whether :func:`_message` of ``m`` depends only on ``m`` and the rules and records nothing
+    else (no content parts: an image part notes a placeholder)."""
+    return type(m.content) is str or m.content is None
 
 
 def _message(i: int, m: Any, rules: RequestRules) -> Message:
@@ -180,8 +198,11 @@ def _response_format(rf: Any) -> ResponseFormat:
     return ResponseFormat("json_schema", schema=js.schema_, name=js.name, strict=js.strict)
 
 
-def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conversation:
+def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: MemoMatch | None = None) -> Conversation:
     """Convert a validated request into a Conversation (deepseek-recipe 0.2.0 rules).
+
+    ``match`` (from :func:`~recipe.api.chat_wire.parse_chat_request`): the unchanged messages'
+    earlier conversions are reused, and this request's are remembered once it converts.
 
     Raises:
         RequestError: stage ``convert``, status 400, with the parity target's message and a field path.
@@ -201,7 +222,9 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
     switch = req.thinking.type if req.thinking else common.template_thinking(req.chat_template_kwargs, options)
     thinking, effort = common.resolve_thinking(switch, req.reasoning_effort, options, encoding)
 
-    messages = _convert_and_pair(list(req.messages), rules, options.interleaved_history == "accept")
+    each: list[Message | None] | None = None if match is None else []
+    messages = _convert_and_pair(list(req.messages), rules, options.interleaved_history == "accept",
+                                 () if match is None else match.converted(rules, req.messages), each)
     # empty system messages are dropped before the prefix rules apply (deepseek-recipe, V4 and V4.1):
     # a prefix followed only by empty system messages is the final message
     dropped = any(map(_dropped, messages))
@@ -272,6 +295,8 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options) -> Conver
         thinking, tools, req.temperature, req.top_p, seed=req.seed, logprobs=bool(req.logprobs), top_logprobs=req.top_logprobs,
         rule=rules.top_p, extra=extra,
     )
+    if match is not None and each is not None:
+        match.remember(req.messages, rules, each)
     return common.new_conversation(
         messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages, tools=tools,
         tool_choice=tool_choice, thinking=thinking, reasoning_effort=effort, response_format=rf, max_tokens=max_tokens,

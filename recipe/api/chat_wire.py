@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from recipe.api.wire import U32, U64, EngineSamplingFields, WireModel, parse_body
+from recipe.api.reuse import MemoMatch
+from recipe.api.wire import U32, U64, EngineSamplingFields, WireModel, parse_body, parse_body_reusing
 
 __all__ = ["ChatCompletionRequest", "parse_chat_request"]
 
@@ -250,10 +251,16 @@ class ChatCompletionRequest(EngineSamplingFields):
     parallel_tool_calls: Any = None  # not type-checked (deepseek-recipe ignores it); False = one call
 
 
-def parse_chat_request(body: Any) -> ChatCompletionRequest:
+def parse_chat_request(body: Any, match: MemoMatch | None = None) -> ChatCompletionRequest:
     """Validate a Chat Completions body (dict, JSON text or bytes).
+
+    ``match``: for a dict parsed from JSON text, the messages an earlier request sent byte for byte
+    (:class:`~recipe.api.reuse.MessageMemo`): their wire models are reused and only the rest is
+    validated (same result, same errors).
 
     Raises:
         RequestError: stage ``parse`` (missing field, wrong type, unknown role or part type, bad JSON).
     """
+    if match is not None and type(body) is dict:
+        return parse_body_reusing(ChatCompletionRequest, body, "messages", match)
     return parse_body(ChatCompletionRequest, body)

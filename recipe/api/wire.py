@@ -11,10 +11,12 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from recipe.api.reuse import MemoMatch
 from recipe.errors import RequestError
 from recipe.jsonfmt import MAX_DEPTH, loads_request, nesting_message, surrogate_path, too_deep
 
-__all__ = ["WireModel", "EngineSamplingFields", "U32", "U64", "parse_body", "check_u32", "field_path", "DEPTH_CHECKED"]
+__all__ = ["WireModel", "EngineSamplingFields", "U32", "U64", "parse_body", "parse_body_reusing", "check_u32", "field_path",
+           "DEPTH_CHECKED"]
 
 #: serde-style unsigned integers: no floats, no strings, no booleans.
 U32 = Annotated[int, Field(strict=True, ge=0, le=2**32 - 1)]
@@ -170,3 +172,28 @@ def parse_body(model: type[WireModel], body: Any) -> Any:
                 break
         msg = err["msg"].removeprefix("Value error, ") if err["type"] == "value_error" else _describe(err)
         raise RequestError(f"invalid request body: {msg}", param=field_path(err["loc"]) or None, stage="parse") from None
+
+
+def parse_body_reusing(model: type[WireModel], body: dict[str, Any], field: str, match: MemoMatch | None) -> Any:
+    """:func:`parse_body` of a body parsed from JSON text (its nesting already checked), validating
+    only ``body[field][match.length:]`` and the other fields: the first ``match.length`` items of the
+    list ``field`` are the wire models the memo kept for the same JSON bytes
+    (:mod:`recipe.api.reuse`). When the rest does not validate, the whole body is validated as
+    :func:`parse_body` does, so the error is a cold request's.
+
+    Raises:
+        RequestError: as :func:`parse_body`.
+    """
+    if match is not None and match.length:
+        rest = {**body, field: body[field][match.length:]}
+        try:
+            request = model.__pydantic_validator__.validate_python(rest)
+        except ValidationError:
+            pass
+        else:
+            return request.model_copy(update={field: [*match.wire(), *getattr(request, field)]})
+    token = DEPTH_CHECKED.set(id(body))
+    try:
+        return parse_body(model, body)
+    finally:
+        DEPTH_CHECKED.reset(token)
