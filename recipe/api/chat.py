@@ -16,7 +16,7 @@ from recipe.api.chat_wire import (
     FilePart, ImagePart, AssistantMsg, ChatCompletionRequest, Content, DeveloperMsg, LatestReminderMsg, RFJsonObject,
     RFRegex, RFText, SystemMsg, TextPart, ToolMsg, UserMsg, parse_chat_request,
 )
-from recipe.api.reuse import MemoMatch
+from recipe.api.reuse import MemoMatch, strings_only
 from recipe.api.images import Piece, file_data_url, image_from_url, join_with_images
 from recipe.api.wire import check_u32
 from recipe.conversation import (
@@ -150,6 +150,13 @@ def _missing(pending: list[str], answered: set[str], i: int) -> None:
     if answered:
         raise RequestError(f"{head[:-1]}, The following tool_call_ids did not have response messages: {', '.join(pending)}", param=f"messages[{i}]")
     raise RequestError(f"{head} (insufficient tool messages following tool_calls message)", param=f"messages[{i}]")
+
+
+def _by_eq(raw: Any) -> bool:
+    """A message (JSON value) that ``==`` compares exactly with a later one (:mod:`recipe.api.reuse`):
+    no content parts (a ``file`` part keeps its object as sent) and only strings and nulls; every
+    other object in a message is read by key into a wire model."""
+    return type(raw) is dict and type(raw.get("content")) is not list and strings_only(raw)
 
 
 def _pure(m: Any) -> bool:
@@ -296,7 +303,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: Me
         rule=rules.top_p, extra=extra,
     )
     if match is not None and each is not None:
-        match.remember(req.messages, rules, each)
+        match.remember(req.messages, rules, each, _by_eq)
     return common.new_conversation(
         messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages, tools=tools,
         tool_choice=tool_choice, thinking=thinking, reasoning_effort=effort, response_format=rf, max_tokens=max_tokens,

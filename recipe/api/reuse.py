@@ -12,8 +12,7 @@ converts what it added, and a message edited anywhere ends the reused run there:
 on is validated and converted as in a cold request.
 
 Exactness: a wire model is a pure function of its message's JSON value (pydantic, strict, no
-context; a message object's own key order is not read: for an earlier message whose values are all
-strings or null, ``==`` alone decides), and the memo reuses a conversion only under equal conversion rules and only for messages
+context; for a message the adapter marks, ``==`` alone decides: :meth:`MemoMatch.remember`), and the memo reuses a conversion only under equal conversion rules and only for messages
 whose conversion records nothing beside its result (the adapter decides: :meth:`MemoMatch.converted`).
 When the rest of the body does not validate, the adapter validates the whole body as a cold request
 does, so errors are exactly a cold request's. tests/test_message_memo.py checks cached = uncached
@@ -29,11 +28,12 @@ import operator
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-__all__ = ["MessageMemo", "MemoMatch", "same_json"]
+__all__ = ["MessageMemo", "MemoMatch", "same_json", "strings_only"]
 
 #: Estimated bytes held per character of a message's strings (the strings, its wire model and its
 #: conversion), and per container or other value in it.
@@ -72,10 +72,19 @@ def _same_types(x: Any, y: Any) -> bool:
     return True
 
 
-def _flat(value: Any) -> bool:
-    """An object whose values are all strings or null: a message whose wire model reads every value
-    by its key, so ``==`` (C) is exact enough for it (key order aside, which a model does not read)."""
-    return type(value) is dict and all(type(v) is str or v is None for v in value.values())
+def strings_only(value: Any) -> bool:
+    """Whether every scalar inside the JSON value is a string or null (no number, no boolean)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            stack += v.values()
+        elif t is list:
+            stack += v
+        elif t is not str and v is not None:
+            return False
+    return True
 
 
 def _size(value: Any) -> int:
@@ -96,6 +105,10 @@ def _size(value: Any) -> int:
     return total
 
 
+def _never(value: Any) -> bool:
+    return False
+
+
 @dataclass(eq=False, slots=True)
 class _Earlier:
     raw: tuple[Any, ...]  # each message's JSON value
@@ -103,7 +116,7 @@ class _Earlier:
     rules: Any  # the conversion rules ``converted`` was made under
     converted: tuple[Any, ...]  # per message: its conversion, or None (not reusable)
     sizes: tuple[int, ...]  # per message: estimated bytes
-    flat: tuple[bool, ...]  # per message: an object of strings and nulls only (:func:`_flat`)
+    by_eq: tuple[bool, ...]  # per message: ``==`` decides (see MemoMatch.remember)
     cost: int
 
 
@@ -136,17 +149,24 @@ class MemoMatch:
         n = min(self.length, len(wire))
         return tuple(c if w is v else None for c, w, v in zip(e.converted[:n], wire[:n], e.wire[:n]))
 
-    def remember(self, wire: list[Any] | tuple[Any, ...], rules: Any, converted: list[Any] | tuple[Any, ...]) -> None:
+    def remember(self, wire: list[Any] | tuple[Any, ...], rules: Any, converted: list[Any] | tuple[Any, ...],
+                 by_eq: Callable[[Any], bool] = _never) -> None:
         """Keep this request's messages for later ones: ``wire`` (one validated model per message,
-        in order), the ``rules`` they were converted under and, per message, its conversion or None."""
+        in order), the ``rules`` they were converted under and, per message, its conversion or None.
+
+        ``by_eq(message)``: True for a message (a JSON value) that a later one matches when merely
+        ``==`` to it — the adapter's wire model reads every object in it by key and keeps none as a
+        raw value (so key order is not read), and it holds only strings and nulls
+        (:func:`strings_only`: so ``==`` sees every difference of type). Others are compared with
+        :func:`same_json`."""
         n = len(self.raw)
         if len(wire) != n or len(converted) != n:
             return
         e, k = self.earlier, self.length
         new = self.raw[k:]
         sizes = (*(e.sizes[:k] if e else ()), *map(_size, new))
-        flat = (*(e.flat[:k] if e else ()), *map(_flat, new))
-        self.memo._store(self, _Earlier(self.raw, tuple(wire), rules, tuple(converted), sizes, flat, sum(sizes)))
+        eq = (*(e.by_eq[:k] if e else ()), *map(by_eq, new))
+        self.memo._store(self, _Earlier(self.raw, tuple(wire), rules, tuple(converted), sizes, eq, sum(sizes)))
 
 
 class MessageMemo:
@@ -181,8 +201,8 @@ class MessageMemo:
                 candidates = tuple(candidates)
         for e in candidates or ():
             n = 0
-            for a, b, flat in zip(messages, e.raw, e.flat):
-                if a is not b and not (a == b if flat else a == b and _same_types(a, b)):
+            for a, b, eq in zip(messages, e.raw, e.by_eq):
+                if a is not b and not (a == b if eq else a == b and _same_types(a, b)):
                     break
                 n += 1
             if n > length:
