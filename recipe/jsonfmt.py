@@ -39,6 +39,7 @@ __all__ = [
     "JSONNumberOutOfRange",
     "parse_json_value",
     "loads_request",
+    "check_request_depth",
     "dumps_prompt",
     "dumps_compact",
     "format_float",
@@ -262,11 +263,11 @@ def _may_be_too_deep(text: str | bytes) -> bool:
     return data.count(b"[") + data.count(b"{") > MAX_DEPTH
 
 
-def _parse_text(text: str | bytes) -> Any:
+def _parse_text(text: str | bytes, check_depth: bool = True) -> Any:
     """Shared body of :func:`parse_json_value` / :func:`loads_request`; raises ValueError
     (also for nesting deeper than :data:`MAX_DEPTH`, as serde_json's recursion limit)."""
     value = _parse_unchecked(text)
-    if _may_be_too_deep(text) and too_deep(value):
+    if check_depth and _may_be_too_deep(text) and too_deep(value):
         raw = text if isinstance(text, str) else bytes(text).decode("utf-8")
         raise _DepthError(*nesting_message(value, raw))
     return value
@@ -299,10 +300,11 @@ _NEG_ZERO_CANDIDATE_BYTES = re.compile(rb"-0(?![0-9.eE])")
 def _has_neg_zero(text: str | bytes) -> bool:
     """Whether the valid JSON ``text`` holds an integer ``-0`` token (which orjson reads as ``0``).
 
-    A candidate is looked for first (one regex search); only when one exists is the text scanned
-    for one outside strings."""
+    A candidate is looked for first (one regex search, over the UTF-8 bytes: one byte per ASCII
+    character instead of up to four, and the parser has just made them); only when one exists is
+    the text scanned for one outside strings."""
     if isinstance(text, str):
-        if _NEG_ZERO_CANDIDATE.search(text) is None:
+        if _NEG_ZERO_CANDIDATE_BYTES.search(text.encode("utf-8", "surrogatepass")) is None:
             return False
     else:
         data = text if isinstance(text, bytes) else bytes(text)
@@ -353,8 +355,12 @@ def parse_json_value(text: str | bytes) -> Any:
     return _parse_text(text)
 
 
-def loads_request(data: str | bytes) -> Any:
+def loads_request(data: str | bytes, *, check_depth: bool = True) -> Any:
     """Parse a whole request body with the same number rules as :func:`parse_json_value`.
+
+    Args:
+        check_depth: False leaves the check of :data:`MAX_DEPTH` to the caller
+            (:func:`check_request_depth`, which can skip parts of the value it knows are within it).
 
     Raises:
         RequestError: ``stage="parse"``, status 400, message ``"invalid JSON request: …"``;
@@ -362,10 +368,26 @@ def loads_request(data: str | bytes) -> Any:
             ``invalid JSON request: number out of range at line L column C``.
     """
     try:
-        return _parse_text(data)
+        return _parse_text(data, check_depth)
     except ValueError as exc:
         path = exc.path if isinstance(exc, _DepthError) else None
         raise RequestError(f"invalid JSON request: {exc}", param=path, stage="parse") from None
+
+
+def check_request_depth(value: Any, text: str | bytes, walked: Any = None) -> None:
+    """The nesting check :func:`loads_request` makes, for a ``value`` it parsed from ``text`` with
+    ``check_depth=False``: the containers of ``walked`` (default ``value``) are walked — a value
+    that holds ``value``'s containers at their same depths, less those known to be within the limit
+    (e.g. the body with a list of messages shortened to the ones not seen before).
+
+    Raises:
+        RequestError: as :func:`loads_request` (the message and path of ``value``'s first container
+            nested too deep).
+    """
+    if _may_be_too_deep(text) and too_deep(value if walked is None else walked):
+        raw = text if isinstance(text, str) else bytes(text).decode("utf-8")
+        message, path = nesting_message(value, raw)
+        raise RequestError(f"invalid JSON request: {message}", param=path, stage="parse")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from recipe.api.wire import DEPTH_CHECKED
 from recipe.conversation import Conversation, OutputConstraint, ParsingOptions
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
-from recipe.jsonfmt import loads_request
+from recipe.jsonfmt import check_request_depth, loads_request
 from recipe.options import DEFAULT_OPTIONS, Options
 from recipe.prompt import SegmentCache, encode_prompt
 from recipe.prompt_cache import PromptCache, default_prompt_cache
@@ -168,15 +168,29 @@ def prepare(
             (checked before parsing); 400 ``context_length_exceeded`` for a prompt past the window.
     """
     checked = 0  # id() of the body dict when its nesting depth was checked here
+    text: str | bytes | None = None  # the JSON text the body was parsed from (its nesting checked below)
     if type(body) is not dict:  # (a dict: the common case, nothing to check here)
         if isinstance(body, (bytes, bytearray, str)):
             check_body_size(body, options.max_body_bytes)
-            body = loads_request(body if isinstance(body, str) else bytes(body))  # nesting depth checked
+            text = body if isinstance(body, str) else bytes(body)
+            body = loads_request(text, check_depth=False)
             checked = id(body)
         if type(body) is not dict and not isinstance(body, Mapping):
+            if text is not None:
+                check_request_depth(body, text)
             raise RequestError("invalid request body: expected a JSON object", stage="parse")
     if api == "auto":
         api = detect_api(body)
+    reuse = default_prompt_cache() if prompt_cache == "default" else prompt_cache
+    load = ADAPTERS.get(api)
+    adapter = None if load is None else load()
+    # a body parsed from JSON text here, of an API whose messages are memoised: its messages are
+    # compared with earlier requests' (recipe/api/reuse.py), and only the ones not seen before are
+    # walked for the nesting check
+    memo = (text is not None and reuse is not None and adapter is not None and adapter.memo_field is not None
+            and not (store is not None and api == "responses"))
+    if text is not None and not memo:
+        check_request_depth(body, text)
     if store is not None and api == "responses":
         from recipe.store.conversations import expand_request  # sqlite3: loaded by store users only
 
@@ -187,14 +201,14 @@ def prepare(
             from recipe.store.conversations import relocate_error
 
             raise relocate_error(err, sent, body) from None
-    load = ADAPTERS.get(api)
-    if load is None:
+    if adapter is None:
         raise RequestError(f"the {api} API is not supported yet", param=None, status=400)
-    adapter = load()
-    reuse = default_prompt_cache() if prompt_cache == "default" else prompt_cache
-    # a body parsed from JSON text here: its messages are compared with earlier requests' as bytes
-    match = reuse.messages.match(api, body.get(adapter.memo_field)) if (
-        checked and reuse is not None and adapter.memo_field is not None) else None
+    match = None
+    if memo:
+        field = adapter.memo_field
+        match = reuse.messages.match(api, body.get(field))
+        # the earlier requests' messages were checked (at these same depths) when they were new
+        check_request_depth(body, text, {**body, field: body[field][match.length:]} if match is not None else body)
     if match is not None:
         request = adapter.parse(body, match)
     elif checked or DEPTH_CHECKED.get():

@@ -259,3 +259,25 @@ def test_a_dict_body_is_not_memoised_and_the_memo_is_bounded():
     assert len(memo._heads) == 2  # the least recently used were dropped
     memo.clear()
     assert memo.bytes == 0 and not memo._heads
+
+
+@pytest.mark.parametrize("where", [-1, 3])
+def test_nesting_past_the_limit_in_a_new_or_edited_message_is_the_cold_error(where):
+    """Only the messages not seen before are walked for the nesting limit: a too-deep value in an
+    appended message, or in an earlier one edited, is refused as a cold request refuses it."""
+    cache = PromptCache()
+    prepare(json.dumps(_agent(3)), prompt_cache=cache)
+    body = _agent(4)
+    deep: Any = "x"
+    for _ in range(130):
+        deep = [deep]
+    body["messages"][where] = {**body["messages"][where], "extra": deep}
+    got = _outcome(body, cache)
+    assert got == _outcome(body, None)
+    assert got[:2] == ("error", "parse") and "recursion limit exceeded" in got[2]
+    within: Any = "x"
+    for _ in range(124):  # the body, the message list and the message hold these: 127 levels
+        within = [within]
+    ok = _agent(4)
+    ok["messages"][where] = {**ok["messages"][where], "extra": within}
+    assert _outcome(ok, cache) == _outcome(ok, None) and _outcome(ok, cache)[0] == "ok"
