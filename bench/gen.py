@@ -326,3 +326,117 @@ def coding_short_request() -> dict[str, Any]:
     question = "这个函数为什么在空列表时抛异常？\n\n```python\ndef first(xs):\n    return xs[0]\n```"
     return {"model": "deepseek-v4-pro", "messages": [{"role": "user", "content": question}],
             "tools": CODING_TOOLS[:3], "reasoning_effort": "max", "stream": True}
+
+
+# --- workload 3: an analyst's chat with tools (other shapes than both agents above) ---------------
+
+ANALYST_TOOLS = [
+    {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
+    for name, desc, params in (
+        ("search_docs", "Full-text search over the knowledge base; returns the best passages with their scores.",
+         {"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer", "minimum": 1, "maximum": 50},
+                                           "filters": {"type": "object", "properties": {"product": {"enum": ["api", "console", "billing"]},
+                                                                                        "since": {"type": "string", "format": "date"}}}},
+          "required": ["query"]}),
+        ("sql", "Run a read-only SQL query on the analytics warehouse; rows come back as CSV.",
+         {"type": "object", "properties": {"query": {"type": "string"}, "max_rows": {"type": "integer", "default": 200}}, "required": ["query"]}),
+        ("get_ticket", "One support ticket with its full thread.",
+         {"type": "object", "properties": {"ticket_id": {"type": "string", "pattern": "^T-[0-9]+$"}}, "required": ["ticket_id"]}),
+        ("fetch_url", "Fetch a web page as Markdown.",
+         {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}),
+    )
+]
+
+
+def _csv_rows(rng: random.Random, n: int) -> str:
+    head = "day,region,plan,requests,errors,p50_ms,p99_ms,revenue_usd"
+    rows = [f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d},{rng.choice(('eu-west', 'us-east', 'ap-south'))},"
+            f"{rng.choice(('free', 'pro', 'team', 'enterprise'))},{rng.randint(10, 10**7)},{rng.randint(0, 5000)},"
+            f"{rng.uniform(5, 300):.1f},{rng.uniform(50, 9000):.1f},{rng.uniform(0, 10**5):.2f}" for _ in range(n)]
+    return "\n".join([head, *rows])
+
+
+def _log_lines(rng: random.Random, n: int) -> str:
+    levels = ("INFO", "INFO", "INFO", "WARN", "ERROR", "DEBUG")
+    return "\n".join(f"2026-11-{rng.randint(1, 30):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z "
+                     f"{rng.choice(levels)} [{rng.choice(_IDENT)}-{rng.randint(1, 64)}] {_english(rng, rng.randint(4, 16))} "
+                     f"req={rng.getrandbits(48):012x} dur={rng.randint(1, 4000)}ms" for _ in range(n))
+
+
+def _page(rng: random.Random, n_sections: int) -> str:
+    parts = [f"# {_english(rng, 6).rstrip('.?:')}"]
+    for k in range(n_sections):
+        parts.append(f"## {k + 1}. {_english(rng, 4).rstrip('.?:')}\n\n{_english(rng, rng.randint(60, 220))}")
+        if rng.random() < 0.4:
+            parts.append("| metric | before | after |\n|---|---|---|\n" + "\n".join(
+                f"| {rng.choice(_IDENT)} | {rng.randint(1, 999)} | {rng.randint(1, 999)} |" for _ in range(rng.randint(3, 8))))
+    return "\n\n".join(parts)
+
+
+def _analyst_result(rng: random.Random, name: str) -> str:
+    """Tool results of widely varied sizes: a few bytes to tens of kilobytes."""
+    size = rng.choice(("tiny", "small", "small", "medium", "medium", "large"))
+    if name == "search_docs":
+        n = {"tiny": 0, "small": 2, "medium": 6, "large": 15}[size]
+        hits = [{"doc": f"kb/{rng.choice(_IDENT)}-{rng.randint(1, 999)}.md", "score": round(rng.random(), 4),
+                 "passage": _english(rng, rng.randint(30, 120))} for _ in range(n)]
+        return json.dumps({"hits": hits, "total": n}, ensure_ascii=False)
+    if name == "sql":
+        return _csv_rows(rng, {"tiny": 1, "small": 8, "medium": 60, "large": 400}[size])
+    if name == "get_ticket":
+        return "\n\n".join(f"**{rng.choice(('customer', 'agent'))}** ({rng.randint(1, 28)} Nov): {_english(rng, rng.randint(10, 90))}"
+                           for _ in range({"tiny": 1, "small": 3, "medium": 8, "large": 25}[size]))
+    return _page(rng, {"tiny": 1, "small": 2, "medium": 5, "large": 14}[size]) if rng.random() < 0.7 else \
+        _log_lines(rng, {"tiny": 2, "small": 20, "medium": 120, "large": 700}[size])
+
+
+def analyst_chat_request(turns: int = 50, seed: int = 21) -> dict[str, Any]:
+    """An analyst's chat (other shapes than the agents): a short system prompt, a user question every
+    turn (some as content-part arrays), assistant answers in prose (reasoning on some), the last
+    question not answered yet, tool calls on about half the turns with results of widely varied sizes (JSON search hits, CSV rows, ticket
+    threads, Markdown pages, log dumps), thinking switched on by ``thinking`` (no effort), a
+    temperature and a completion limit (≈ 80–100k prompt tokens at 50 turns)."""
+    rng = random.Random(seed)
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a data analyst for the support and platform teams. "
+                                   "Cite the tool output you rely on, say when data is missing, and keep answers under 300 words."}]
+    call_no = 0
+    for turn in range(turns):
+        question = _english(rng, rng.randint(8, 40))
+        if rng.random() < 0.25:
+            msgs.append({"role": "user", "content": [{"type": "text", "text": question},
+                                                     {"type": "text", "text": f"Context: ticket T-{rng.randint(1000, 99999)}"}]})
+        else:
+            msgs.append({"role": "user", "content": question})
+        for _ in range(rng.choice((0, 0, 1, 1, 2))):  # tool rounds before the answer
+            calls = []
+            for _ in range(rng.choice((1, 1, 2))):
+                name = rng.choice(("search_docs", "sql", "sql", "get_ticket", "fetch_url"))
+                args = {"search_docs": {"query": _english(rng, 5), "top_k": rng.randint(1, 20)},
+                        "sql": {"query": f"SELECT day, region, sum(requests) FROM usage WHERE plan = '{rng.choice(('pro', 'team'))}' GROUP BY 1, 2"},
+                        "get_ticket": {"ticket_id": f"T-{rng.randint(1000, 99999)}"},
+                        "fetch_url": {"url": f"https://status.example.com/incidents/{rng.randint(1, 500)}"}}[name]
+                calls.append((f"call_{call_no}", name, args))
+                call_no += 1
+            msgs.append({"role": "assistant", "content": None,
+                         "tool_calls": [{"id": cid, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                                        for cid, n, a in calls]})
+            for cid, name, _ in calls:
+                msgs.append({"role": "tool", "tool_call_id": cid, "content": _analyst_result(rng, name)})
+        msgs.append(_answer(rng))
+    msgs.append({"role": "user", "content": _english(rng, rng.randint(8, 40))})  # the question being asked
+    return {"model": "deepseek-v4-pro", "messages": msgs, "tools": ANALYST_TOOLS, "thinking": {"type": "enabled"},
+            "temperature": 0.3, "max_tokens": 4096}
+
+
+def _answer(rng: random.Random) -> dict[str, Any]:
+    answer: dict[str, Any] = {"role": "assistant", "content": _english(rng, rng.randint(30, 200))}
+    if rng.random() < 0.5:
+        answer["reasoning_content"] = _english(rng, rng.randint(20, 80))
+    return answer
+
+
+def analyst_next_request(req: dict[str, Any], seed: int = 22) -> dict[str, Any]:
+    """``req`` plus the chat's next turn: the assistant's answer to the last question and the user's
+    follow-up."""
+    rng = random.Random(seed)
+    return {**req, "messages": req["messages"] + [_answer(rng), {"role": "user", "content": _english(rng, 25)}]}
