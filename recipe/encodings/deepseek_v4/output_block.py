@@ -25,7 +25,6 @@ from recipe.encodings.deepseek_v4.constants import THINK_END
 from recipe.encodings.deepseek_v4.output_dsml import (
     CLOSE,
     OPEN,
-    SIMPLE_JSON,
     T_CLOSE_BLOCK,
     T_CLOSE_INVOKE,
     T_CLOSE_PARAM,
@@ -34,9 +33,9 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     T_PARAM,
     TAG_MAX,
     classify,
-    is_json,
     is_tag_prefix,
     read_tag,
+    value_json,
 )
 from recipe.encodings.deepseek_v4.output_fastpath import BULK_MIN
 from recipe.encodings.deepseek_v4.output_recovery import block_closer
@@ -357,11 +356,10 @@ class ToolCallBlock:
         self._vbuf = []
         if implicit and raw.endswith("\n"):
             raw = raw[:-1]
-        if SIMPLE_JSON.fullmatch(raw) or is_json(raw):
-            self._arg(raw)
-        else:
+        value, bad = value_json(raw, False)
+        if bad:
             self._note("invalid_json_argument")
-            self._arg(encode_basestring(raw))
+        self._arg(value)
 
     def _start_call(self, name: str) -> None:
         idx = self._ncalls

@@ -58,6 +58,7 @@ __all__ = [
     "is_json",
     "is_tag_prefix",
     "key_json",
+    "value_json",
     "read_tag",
 ]
 
@@ -254,6 +255,17 @@ def is_json(raw: str) -> bool:
     except (ValueError, RecursionError):
         return False
     return True
+
+
+def value_json(raw: str, is_string: bool) -> tuple[str, bool]:
+    """A parameter's value as JSON text, and whether the model wrote it wrongly: a string value
+    (``string="true"``) escaped; any other value as written when it is one JSON value, else escaped
+    as a string (``True``: not JSON, the ``invalid_json_argument`` note)."""
+    if is_string:
+        return encode_basestring(raw), False
+    if SIMPLE_JSON.fullmatch(raw) or is_json(raw):
+        return raw, False
+    return encode_basestring(raw), True
 
 
 #: parameter name -> ``"name": `` (filled by :func:`key_json`; read directly on hot paths).

@@ -44,7 +44,6 @@ from orjson import dumps as _orjson_dumps
 from recipe.encodings.deepseek_v4.output_dsml import (
     KEY_JSON,
     OPEN,
-    SIMPLE_JSON,
     V4_DIALECT,
     Dialect,
     Spelling,
@@ -55,8 +54,8 @@ from recipe.encodings.deepseek_v4.output_dsml import (
     T_PARAM,
     TAG_MAX,
     classify,
-    is_json,
     key_json,
+    value_json,
 )
 from recipe.encodings.deepseek_v4.output_state import (
     BLOCK,
@@ -539,13 +538,9 @@ class FastPaths:
                 k = keys.get(key)
                 if k is None:
                     k = key_json(key)
-                if is_str:
-                    parts.append(k + encode_basestring(val))
-                elif SIMPLE_JSON.fullmatch(val) or is_json(val):
-                    parts.append(k + val)
-                else:
-                    invalid = True
-                    parts.append(k + encode_basestring(val))
+                value, bad = value_json(val, is_str == "t")
+                parts.append(k + value)
+                invalid = invalid or bad
             elif name:
                 call = name
                 parts = []

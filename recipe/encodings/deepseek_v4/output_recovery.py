@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 
-from recipe.encodings.deepseek_v4.output_dsml import SIMPLE_JSON, is_json
+from recipe.encodings.deepseek_v4.output_dsml import value_json
 from recipe.encodings.deepseek_v4.output_state import CONTENT, RECOVER, SWITCH
 from recipe.output.events import ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart
 
@@ -168,14 +168,9 @@ def params_json(grammar: RecoveryGrammar, text: str, start: int, end: int,
         if kind != "true" and kind != "false":
             inferred = True
             kind = "false" if key in json_params else "true"
-        k = encode_basestring(key) + ": "
-        if kind == "true":
-            parts.append(k + encode_basestring(val))
-        elif SIMPLE_JSON.fullmatch(val) or is_json(val):
-            parts.append(k + val)
-        else:
-            invalid = True
-            parts.append(k + encode_basestring(val))
+        value, bad = value_json(val, kind == "true")
+        parts.append(encode_basestring(key) + ": " + value)
+        invalid = invalid or bad
     return Params("{" + ", ".join(parts) + "}", None if dup else frozenset(names), invalid, inferred)
 
 
@@ -205,14 +200,15 @@ class Recovery:
             return True
         return False
 
-    def _rec_start(self, j: int) -> int:
-        """Enter recovery at a candidate (index ``j`` of the current text): hold it from there."""
+    def _rec_start(self, j: int, more: bool = False) -> int:
+        """Enter recovery at a candidate (index ``j`` of the current text): hold it from there
+        (``more``: phase "more", after a recovered call)."""
         self._state = RECOVER
         self._rbuf = []
         self._rws = ""
         self._rlen = 0
         self._rtail = ""
-        self._rmore = False
+        self._rmore = more
         self._rhead = False
         return j
 
@@ -335,13 +331,7 @@ class Recovery:
 
     def _rec_continue(self, rest: str) -> int:
         """A call was recovered: keep watching the text after it (phase "more")."""
-        self._state = RECOVER
-        self._rmore = True
-        self._rhead = False
-        self._rbuf = []
-        self._rws = ""
-        self._rlen = 0
-        self._rtail = ""
+        self._rec_start(0, more=True)
         self._resume = rest
         return SWITCH
 
