@@ -163,9 +163,16 @@ REVISIONS: Mapping[str, Revision] = {
 }
 
 
-def render_chat_template(messages: Sequence[Message], *, template: str, tools: Sequence[Any] | None = None,
-                         add_generation_prompt: bool = True, continue_final_message: bool = False,
-                         thinking: bool | None = None, **encoder_kwargs: Any) -> Prompt:
+def render_chat_template(
+    messages: Sequence[Message],
+    *,
+    template: str,
+    tools: Sequence[Any] | None = None,
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+    thinking: bool | None = None,
+    **encoder_kwargs: Any,
+) -> Prompt:
     """The prompt a DeepSeek template revision renders for ``messages``, as segments
     (:class:`~recipe.prompt.Prompt`): which parts are the template's special tokens, where each
     message starts.

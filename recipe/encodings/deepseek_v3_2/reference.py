@@ -205,9 +205,16 @@ def _message(out: Out, index: int, messages: Sequence[Message], thinking: bool, 
         raise ChatTemplateError(f"unknown role: {role!r}")
 
 
-def render_messages(messages: Sequence[Message], thinking_mode: str, context: Sequence[Message] | None = None,
-                    drop_thinking: bool = True, add_default_bos_token: bool = True, *,
-                    continue_final_message: bool = False, require_reasoning: bool = True) -> Prompt:
+def render_messages(
+    messages: Sequence[Message],
+    thinking_mode: str,
+    context: Sequence[Message] | None = None,
+    drop_thinking: bool = True,
+    add_default_bos_token: bool = True,
+    *,
+    continue_final_message: bool = False,
+    require_reasoning: bool = True,
+) -> Prompt:
     """The V3.2 reference prompt as segments (template specials vs. plain text).
 
     Args:

@@ -422,9 +422,14 @@ def _render_message(out: _Out, index: int, turns: Turns, reasoning_effort: str |
 # ---------------------------------------------------------------------------------------------
 
 
-def render_messages(messages: Sequence[Message], thinking_mode: str, context: Sequence[Message] | None = None,
-                    drop_thinking: bool = True, add_default_bos_token: bool = True,
-                    reasoning_effort: str | None = None) -> Prompt:
+def render_messages(
+    messages: Sequence[Message],
+    thinking_mode: str,
+    context: Sequence[Message] | None = None,
+    drop_thinking: bool = True,
+    add_default_bos_token: bool = True,
+    reasoning_effort: str | None = None,
+) -> Prompt:
     """The reference encoder's prompt as segments: template specials vs. plain text.
 
     Args:

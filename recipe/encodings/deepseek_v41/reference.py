@@ -294,9 +294,16 @@ def _render(messages: Sequence[Message], thinking_mode: str, context: Sequence[M
     return Prompt(tuple(out.segs)), images
 
 
-def render_messages(messages: Sequence[Message], thinking_mode: str, context: Sequence[Message] | None = None,
-                    drop_thinking: bool = True, add_default_bos_token: bool = True,
-                    reasoning_effort: str | int | None = None, *, image_placeholder: str = REFERENCE_IMAGE) -> Prompt:
+def render_messages(
+    messages: Sequence[Message],
+    thinking_mode: str,
+    context: Sequence[Message] | None = None,
+    drop_thinking: bool = True,
+    add_default_bos_token: bool = True,
+    reasoning_effort: str | int | None = None,
+    *,
+    image_placeholder: str = REFERENCE_IMAGE,
+) -> Prompt:
     """The V4.1 reference encoder's prompt as segments: template specials vs. plain text.
 
     Args:
@@ -312,10 +319,17 @@ def render_messages(messages: Sequence[Message], thinking_mode: str, context: Se
     return _render(messages, thinking_mode, context, drop_thinking, add_default_bos_token, reasoning_effort, image_placeholder)[0]
 
 
-def encode_messages(messages: Sequence[Message], thinking_mode: str, context: Sequence[Message] | None = None,
-                    drop_thinking: bool = True, add_default_bos_token: bool = True,
-                    reasoning_effort: str | int | None = None, return_multi_modal_data: bool = False, *,
-                    image_placeholder: str = REFERENCE_IMAGE) -> Any:
+def encode_messages(
+    messages: Sequence[Message],
+    thinking_mode: str,
+    context: Sequence[Message] | None = None,
+    drop_thinking: bool = True,
+    add_default_bos_token: bool = True,
+    reasoning_effort: str | int | None = None,
+    return_multi_modal_data: bool = False,
+    *,
+    image_placeholder: str = REFERENCE_IMAGE,
+) -> Any:
     """The prompt text of DeepSeek's V4.1 reference ``encode_messages``; with
     ``return_multi_modal_data`` the pair ``(prompt, {"images": [records in prompt order]})``.
 
