@@ -33,8 +33,9 @@ SEED0_ROOT = "4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e" 
 # ---------------------------------------------------------------- independent vLLM reference (cbor2)
 
 
-def vllm_reference(ids, block_size, seed, lora=None, mm=(), salt=None, embeds=()):
-    """vLLM v1 request_block_hasher + generate_block_hash_extra_keys, with cbor2 + hashlib."""
+def vllm_reference(ids, block_size, seed, lora=None, mm=(), salt=None, embeds=(), tagged=False, lora_path=None):
+    """vLLM v1 request_block_hasher + generate_block_hash_extra_keys, with cbor2 + hashlib; ``tagged``:
+    vLLM 0.32's extra keys, each a tuple led by its source (``("cache_salt", salt)`` …)."""
     h = hashlib.sha256(cbor2.dumps(seed, canonical=True)).digest()
     out, mm_idx = [], 0
     for start in range(0, len(ids) - block_size + 1, block_size):
@@ -46,16 +47,18 @@ def vllm_reference(ids, block_size, seed, lora=None, mm=(), salt=None, embeds=()
                 if start >= off + length:
                     mm_idx += 1
                     continue
-                mm_keys.append((ident, off - start))
+                mm_keys.append(("mm", ident, off - start) if tagged else (ident, off - start))
                 if end >= off + length:
                     mm_idx += 1
                 else:
                     break
             else:
                 break
-        extra = ([lora] if lora is not None else []) + mm_keys + ([salt] if start == 0 and salt else [])
+        lora_key = ("lora", lora, lora_path) if tagged else lora
+        extra = ([lora_key] if lora is not None else []) + mm_keys
+        extra += [("cache_salt", salt) if tagged else salt] if start == 0 and salt else []
         index = start // block_size
-        extra += [embeds[index]] if index < len(embeds) else []
+        extra += [("prompt_embeds", embeds[index]) if tagged else embeds[index]] if index < len(embeds) else []
         h = hashlib.sha256(cbor2.dumps((h, tuple(ids[start:end]), tuple(extra) or None), canonical=True)).digest()
         out.append(h)
     return out
@@ -134,6 +137,27 @@ def test_vllm_mode_is_byte_identical_to_cbor2(ids, block_size, seed, lora, mm, s
         got = block_keys(ids, spec, extras)
     assert list(got.keys) == vllm_reference(ids, block_size, seed, lora, mm, salt, embeds)
     assert got.scheme == "vllm-sha256-cbor/1" and got.block_size == block_size
+
+
+@given(
+    ids=token_ids,
+    block_size=st.integers(1, 70) | st.sampled_from([16, 128]),
+    seed=st.text(max_size=12),
+    lora=st.none() | st.text(max_size=10),
+    lora_path=st.none() | st.text(max_size=10),
+    salt=st.none() | st.text(max_size=10),
+    mm=mm_items(),
+    embeds=st.lists(st.binary(min_size=32, max_size=32), max_size=4).map(tuple),
+    encoder=st.sampled_from(ENCODERS),
+)
+def test_vllm_tagged_extras_are_vllm_032s(ids, block_size, seed, lora, lora_path, mm, salt, embeds, encoder):
+    spec = KeySpec("vllm", block_size, salt=salt, hash_seed=seed, tagged_extras=True)
+    extras = BlockExtras(lora=lora, mm=tuple(MultimodalItem(*m) for m in mm), prompt_embeds=embeds, lora_path=lora_path)
+    with chain_impl(encoder):
+        got = block_keys(ids, spec, extras)
+    assert list(got.keys) == vllm_reference(ids, block_size, seed, lora, mm, salt, embeds, True, lora_path)
+    if lora is None and not mm and not salt and not embeds:  # no extras: the same keys either way
+        assert got.keys == block_keys(ids, KeySpec("vllm", block_size, hash_seed=seed)).keys
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)

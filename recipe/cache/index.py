@@ -242,8 +242,11 @@ class RedisPrefixIndex:
             raise PrefixIndexUnavailable("RedisPrefixIndex needs redis-py: pip install 'dsrecipe[redis]' (or 'redis>=5')") from exc
 
     @staticmethod
-    def _name(ns: str, key: bytes) -> bytes:
+    def entry_name(ns: str, key: bytes) -> bytes:
+        """The Redis key of one block's hash: ``<ns>:<key bytes>``."""
         return ns.encode("utf-8") + b":" + key
+
+    _name = entry_name
 
     def _run(self, fill: Callable[[Any], None]) -> list[Any]:
         from recipe.cache.redis_client import redis_errors
@@ -358,7 +361,7 @@ def simulate(
     cost = 0.0
     for i, req in enumerate(trace):
         now[0] = float(i) if req.time is None else req.time
-        rspec = KeySpec(spec.scheme, spec.block_size, req.model, spec.tokenizer, req.salt, spec.hash_seed)
+        rspec = KeySpec(spec.scheme, spec.block_size, req.model, spec.tokenizer, req.salt, spec.hash_seed, spec.tagged_extras)
         keys = block_keys(req.token_ids, rspec).keys
         ns = namespace(rspec)
         usage = PromptUsage(len(req.token_ids), cached_prompt_tokens(len(req.token_ids), index.longest_prefix(ns, keys), spec.block_size))

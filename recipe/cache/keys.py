@@ -161,11 +161,13 @@ class BlockExtras:
         lora: LoRA adapter name (vLLM >= 0.10; older releases used the int id), on every block.
         mm: multimodal items sorted by offset.
         prompt_embeds: one digest per block (index = block number) when prompt embeddings are used.
+        lora_path: the LoRA adapter's path (vLLM 0.32 hashes it with the name: ``KeySpec.tagged_extras``).
     """
 
     lora: str | int | None = None
     mm: tuple[MultimodalItem, ...] = ()
     prompt_embeds: tuple[bytes, ...] = ()
+    lora_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +180,12 @@ class KeySpec:
         model, tokenizer: model name and tokenizer fingerprint, bound into the native root.
         salt: tenant salt: in the native root; vLLM's ``cache_salt`` (first-block extra key) in vllm
             mode. Derive it server-side from the authenticated principal. ``""`` means no salt.
-        hash_seed: vllm only: the engine's ``PYTHONHASHSEED`` string (required in vllm mode).
+        hash_seed: vllm only: the engine's ``PYTHONHASHSEED`` string (required in vllm mode; vLLM
+            0.32 with ``sha256_cbor`` and no ``PYTHONHASHSEED`` uses ``"vllm-none-hash"``).
+        tagged_extras: vllm only: hash each extra key tagged with its source, as vLLM 0.32 does —
+            ``("lora", name, path)``, ``("mm", identifier, offset)``, ``("cache_salt", salt)``,
+            ``("prompt_embeds", digest)``; False (default): bare, as earlier releases did. Without
+            extras (no salt, LoRA, multimodal item or embeddings) both give the same keys.
     """
 
     scheme: str = "native"
@@ -187,6 +194,7 @@ class KeySpec:
     tokenizer: str = ""
     salt: str | None = None
     hash_seed: str | None = None
+    tagged_extras: bool = False
 
     def __post_init__(self) -> None:
         if self.scheme not in SCHEMES:
@@ -417,17 +425,20 @@ def _id_array(scheme: _Scheme, ids: Sequence[int]) -> array:
         raise ValueError("the ids changed size while being read") from None
 
 
-def _block_extra(extras: BlockExtras | None, salt: str | None, start: int, end: int, index: int) -> tuple | None:
-    """vLLM ``generate_block_hash_extra_keys`` order: LoRA, multimodal, cache_salt (block 0), embeds."""
+def _block_extra(extras: BlockExtras | None, salt: str | None, start: int, end: int, index: int,
+                 tagged: bool = False) -> tuple | None:
+    """vLLM ``generate_block_hash_extra_keys`` order: LoRA, multimodal, cache_salt (block 0), embeds;
+    ``tagged``: each with its source's tag first (vLLM 0.32)."""
     keys: list[Any] = []
     if extras is not None:
         if extras.lora is not None:
-            keys.append(extras.lora)
-        keys.extend((m.identifier, m.offset - start) for m in extras.mm if m.offset < end and m.offset + m.length > start)
+            keys.append(("lora", extras.lora, extras.lora_path) if tagged else extras.lora)
+        keys.extend(("mm", m.identifier, m.offset - start) if tagged else (m.identifier, m.offset - start)
+                    for m in extras.mm if m.offset < end and m.offset + m.length > start)
     if salt and start == 0:
-        keys.append(salt)
+        keys.append(("cache_salt", salt) if tagged else salt)
     if extras is not None and index < len(extras.prompt_embeds):
-        keys.append(extras.prompt_embeds[index])
+        keys.append(("prompt_embeds", extras.prompt_embeds[index]) if tagged else extras.prompt_embeds[index])
     return tuple(keys) if keys else None
 
 
@@ -525,11 +536,12 @@ class KeyChain:
         salt = None if scheme.salt_in_root else self.spec.salt
         b = self.spec.block_size
         ex = self.extras
+        tag = self.spec.tagged_extras
         if ex is None or (not ex.mm and not ex.prompt_embeds):  # constant after block 0
-            head = scheme.tail(_block_extra(ex, salt, first * b, first * b + b, first))
-            rest = scheme.tail(_block_extra(ex, None, b, 2 * b, 1))
+            head = scheme.tail(_block_extra(ex, salt, first * b, first * b + b, first, tag))
+            rest = scheme.tail(_block_extra(ex, None, b, 2 * b, 1, tag))
             return [head] + [rest] * (count - 1)
-        return [scheme.tail(_block_extra(ex, salt, i * b, i * b + b, i)) for i in range(first, first + count)]
+        return [scheme.tail(_block_extra(ex, salt, i * b, i * b + b, i, tag)) for i in range(first, first + count)]
 
 
 def block_keys(token_ids: Sequence[int], spec: KeySpec = KeySpec(), extras: BlockExtras | None = None) -> KeySet:

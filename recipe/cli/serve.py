@@ -86,7 +86,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "may end in ?bootstrap_port=N, default 8998): each request is prefilled on the cheapest "
                         "prefill replica (uncached prompt tokens plus load) and decoded on the least loaded "
                         "decode replica, through vLLM's kv_transfer_params or SGLang's bootstrap fields "
-                        "(docs/fleet.md)")
+                        "(docs/fleet.md). A vLLM spec may name its KV-event "
+                        "publisher, ?kv_events=tcp://HOST:PORT[&kv_replay=tcp://HOST:PORT][&kv_topic=T]"
+                        "[&kv_hash_seed=S], so routing reads its cache exactly (vLLM's --kv-events-config with "
+                        "--prefix-caching-hash-algo sha256_cbor; needs dsrecipe[fleet]); other replicas are routed on "
+                        "an estimate: the requests sent to them")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--api-keys", metavar="FILE", help="API keys -> tenants (default: open server)")

@@ -35,6 +35,14 @@ class Metrics:
         routed: ``recipe_routed_requests_total{replica}``; index_errors: ``recipe_prefix_index_errors_total``;
         store_errors: ``recipe_store_errors_total``; shared_load_errors:
         ``recipe_shared_load_errors_total`` (syncs of the fleet's shared in-flight counts that failed).
+
+    Once :meth:`watch_pool` is called, each scrape also reads the replica pool:
+    ``recipe_replica_cache_view{replica, view}`` — 1 for the view routing reads a replica's cache
+    from: ``events`` (its KV events, exact) or ``estimate`` (the requests routed to it), 0 for the
+    other; and for each replica that publishes KV events ``recipe_kv_event_batches_total{replica}``,
+    ``recipe_kv_event_resyncs_total{replica, reason}`` (``connect``, ``gap``, ``malformed``,
+    ``cleared``, ``index``), ``recipe_kv_event_blocks{replica}`` (blocks indexed) and
+    ``recipe_kv_event_hash_mismatch{replica}`` (1: its block hashes are not recipe's vLLM keys).
     """
 
     def __init__(self) -> None:
@@ -58,6 +66,10 @@ class Metrics:
                                           "other frontends that failed", registry=r)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
+    def watch_pool(self, pool: Any) -> None:
+        """Report ``pool``'s replicas (a :class:`~recipe.serve.pool.ReplicaPool`) at each scrape (see above)."""
+        self.registry.register(_PoolCollector(pool))
+
     def child(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, memoised (prometheus_client's lookup takes a lock each time)."""
         key = (id(metric), labels)
@@ -69,3 +81,38 @@ class Metrics:
     def render(self) -> bytes:
         """The exposition text (``text/plain; version=0.0.4``)."""
         return generate_latest(self.registry)
+
+
+class _PoolCollector:
+    """Reads a replica pool's cache views and KV-event subscribers when ``/metrics`` is scraped."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def describe(self) -> list[Any]:
+        return []  # (read at scrape time only)
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        view = GaugeMetricFamily("recipe_replica_cache_view", "Where routing reads each replica's cache from: its KV "
+                                 "events (exact) or the requests routed to it (an estimate)", labels=["replica", "view"])
+        batches = CounterMetricFamily("recipe_kv_event_batches", "KV-event batches applied", labels=["replica"])
+        resyncs = CounterMetricFamily("recipe_kv_event_resyncs", "Times a replica's event-fed entries were dropped",
+                                      labels=["replica", "reason"])
+        blocks = GaugeMetricFamily("recipe_kv_event_blocks", "Blocks indexed from a replica's KV events", labels=["replica"])
+        mismatch = GaugeMetricFamily("recipe_kv_event_hash_mismatch", "1 when a replica's block hashes are not "
+                                     "recipe's vLLM keys for the same ids", labels=["replica"])
+        for r in self.pool.replicas:
+            exact = r.exact
+            view.add_metric([r.name, "events"], 1.0 if exact else 0.0)
+            view.add_metric([r.name, "estimate"], 0.0 if exact else 1.0)
+            sub = r.events
+            if sub is None:
+                continue
+            batches.add_metric([r.name], float(sub.batches))
+            for reason, n in sorted(sub.resyncs.items()):
+                resyncs.add_metric([r.name, reason], float(n))
+            blocks.add_metric([r.name], float(len(sub.blocks.held)))
+            mismatch.add_metric([r.name], 1.0 if sub.mismatch else 0.0)
+        return [view, batches, resyncs, blocks, mismatch]

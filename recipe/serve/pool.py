@@ -6,6 +6,13 @@ scraped from their ``/metrics``):
 :mod:`recipe.serve.routing`. ``routing="prefix"`` is the older rule, the longest cached prefix with
 ties and an imbalance guard by load. Every routed request records its keys for its replica.
 
+What a replica holds comes from one of two views. A vLLM replica that publishes KV events (its spec's
+``kv_events=``: :mod:`recipe.serve.kv_events`) is read *exactly*: the blocks its events say it holds,
+kept in the same index (namespace :data:`~recipe.serve.kv_events.EVENTS_NAMESPACE`) and looked up
+with recipe's vLLM keys of the prompt. Every other replica (SGLang, replay, a vLLM without events, or
+one whose event stream is disconnected or whose hashes do not match) is read from the *estimate*:
+the keys of the requests routed to it (``/metrics``: ``recipe_replica_cache_view``).
+
 With one replica nothing is hashed or looked up. A failing index (Redis down) never fails a request:
 it is routed by load alone and counted (``recipe_prefix_index_errors_total``).
 
@@ -24,12 +31,14 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
 from recipe.cache.index import MemoryPrefixIndex, PrefixIndex, PrefixIndexUnavailable, RedisPrefixIndex, namespace
 from recipe.cache.keys import DEFAULT_BLOCK_SIZE, KeySpec, block_keys, cached_prompt_tokens
 from recipe.serve.engines.base import Engine, EngineError
+from recipe.serve.kv_events import EVENTS_NAMESPACE, KVEventSubscriber
 from recipe.serve.routing import ROUTING_POLICIES, Candidate, EngineLoad, RoutingWeights, parse_engine_metrics, pick
 
 __all__ = ["Replica", "Route", "ReplicaPool", "EJECT_BASE_SECONDS", "EJECT_MAX_SECONDS"]
@@ -54,6 +63,7 @@ class Replica:
         ejected_until: ``time.monotonic()`` until which the replica is routed around (0: in).
         reachable: the last probe's answer (None: not probed yet; an engine without a probe is
             always reachable).
+        events: the subscriber to its KV events (None: the estimate alone).
     """
 
     engine: Engine
@@ -65,6 +75,12 @@ class Replica:
     failures: int = 0
     ejected_until: float = 0.0
     reachable: bool | None = None
+    events: KVEventSubscriber | None = None
+
+    @property
+    def exact(self) -> bool:
+        """Whether routing reads this replica's cache from its KV events (else the estimate)."""
+        return self.events is not None and self.events.exact
 
     @property
     def requests(self) -> int:
@@ -81,8 +97,9 @@ class Route:
     """Where one request goes: the replica, its index namespace and keys, the matched prefix.
 
     Attributes:
-        cached_tokens: prompt tokens the chosen replica is expected to hold (the index's estimate;
-            the engine's own count, when it reports one, wins in the usage).
+        cached_tokens: prompt tokens the chosen replica is expected to hold (from its KV events
+            when it publishes them, else the index's estimate; the engine's own count, when it
+            reports one, wins in the usage).
         index_failed: the index could not be read (routed by load).
     """
 
@@ -224,28 +241,55 @@ class ReplicaPool:
             scores = await self._call(self.index.scores, ns, keys)
         except PrefixIndexUnavailable:
             return Route(self._by_load(candidates), ns, keys, 0, True)
+        n = len(token_ids)
+        cached = {r.name: cached_prompt_tokens(n, scores.get(r.name, 0), self.block_size) for r in candidates}
+        cached.update(await self._exact(token_ids, salt, candidates))
         if self.routing == "cost":
-            chosen, best = self._by_cost(candidates, scores, len(token_ids))
+            chosen = self._by_cost(candidates, cached, n)
         else:
-            best = max((scores.get(r.name, 0) for r in candidates), default=0)
-            chosen = self._by_load([r for r in candidates if scores.get(r.name, 0) == best])
+            best = max(cached.values(), default=0)
+            chosen = self._by_load([r for r in candidates if cached[r.name] == best])
             least = self._by_load(candidates)
             if self.max_imbalance is not None and chosen.requests - least.requests >= self.max_imbalance:
-                chosen, best = least, scores.get(least.name, 0)
+                chosen = least
         failed = False
-        try:
+        try:  # the estimate's record (a replica's fallback view while its events are not read)
             await self._call(self.index.put, ns, keys, chosen.name)
         except PrefixIndexUnavailable:
             failed = True
-        return Route(chosen, ns, keys, cached_prompt_tokens(len(token_ids), best, self.block_size), failed)
+        return Route(chosen, ns, keys, cached[chosen.name], failed)
 
-    def _by_cost(self, candidates: Sequence[Replica], scores: dict[str, int], prompt_tokens: int) -> tuple[Replica, int]:
-        """The cheapest replica (:func:`recipe.serve.routing.pick`) and its matched block count."""
+    async def _exact(self, token_ids: Sequence[int], salt: str | None, candidates: Sequence[Replica]) -> dict[str, int]:
+        """Prompt tokens each replica read from its KV events holds (:attr:`Replica.exact`), by name;
+        one index lookup per engine key space (block size, hash seed). A failing lookup leaves those
+        replicas to the estimate."""
+        out: dict[str, int] = {}
+        looked: dict[tuple[int | None, str], dict[str, int] | None] = {}
+        n = len(token_ids)
+        for r in candidates:
+            sub = r.events
+            if sub is None or not sub.exact:
+                continue
+            size = sub.block_size
+            if size is None or not sub.blocks.held:
+                out[r.name] = 0  # it holds nothing
+                continue
+            space = (size, sub.source.hash_seed)
+            if space not in looked:
+                try:
+                    looked[space] = await self._call(self.index.scores, EVENTS_NAMESPACE, sub.lookup_keys(token_ids, salt))
+                except PrefixIndexUnavailable:
+                    looked[space] = None
+            scores = looked[space]
+            if scores is not None:
+                out[r.name] = cached_prompt_tokens(n, scores.get(r.name, 0), size)
+        return out
+
+    def _by_cost(self, candidates: Sequence[Replica], cached: dict[str, int], prompt_tokens: int) -> Replica:
+        """The cheapest replica (:func:`recipe.serve.routing.pick`); ``cached``: prompt tokens each holds."""
         now = time.monotonic()
-        cands = [Candidate(cached_prompt_tokens(prompt_tokens, scores.get(r.name, 0), self.block_size), r.requests,
-                           r.served, r.load) for r in candidates]
-        chosen = candidates[pick(prompt_tokens, cands, self.weights, now)]
-        return chosen, scores.get(chosen.name, 0)
+        cands = [Candidate(cached[r.name], r.requests, r.served, r.load) for r in candidates]
+        return candidates[pick(prompt_tokens, cands, self.weights, now)]
 
     async def scrape(self, client: httpx.AsyncClient) -> None:
         """Read every HTTP engine's ``/metrics`` once, at the same time, into its replica's ``load``
@@ -278,7 +322,32 @@ class ReplicaPool:
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
 
+    def follow_events(self, on_state: Any = None) -> list[KVEventSubscriber]:
+        """Start a :class:`~recipe.serve.kv_events.KVEventSubscriber` for every replica whose engine
+        names a KV-events source (its ``kv_events`` attribute), writing into this pool's index; returns
+        them (stopped by :meth:`aclose`). Needs pyzmq and msgpack (``dsrecipe[fleet]``).
+
+        Raises:
+            ImportError: a replica names a source and pyzmq or msgpack is missing (the message names
+                the extra).
+        """
+        from recipe.serve.kv_events import require_fleet, sink_for
+
+        started = []
+        for r in self.replicas:
+            source = getattr(r.engine, "kv_events", None)
+            if source is None or r.events is not None:
+                continue
+            require_fleet()
+            r.events = KVEventSubscriber(r.name, source, sink_for(self.index), on_state=on_state)
+            r.events.start()
+            started.append(r.events)
+        return started
+
     async def aclose(self) -> None:
-        """Close every engine."""
+        """Stop the KV-event subscribers and close every engine."""
+        for r in self.replicas:
+            if r.events is not None:
+                await r.events.aclose()
         for r in self.replicas:
             await r.engine.aclose()

@@ -472,7 +472,9 @@ def app(
         engine: an :class:`~recipe.serve.engines.base.Engine`, an engine spec string (``demo``,
             ``replay:FILE``, ``vllm+http://HOST:PORT``, ``sglang+http://HOST:PORT``), or a Python
             callable (``async def fn(request)`` yielding deltas or id lists); None: the demo engine.
-        engines: several of those: a replica pool (overrides ``engine``).
+        engines: several of those: a replica pool (overrides ``engine``). A pool's vLLM replicas
+            whose spec names ``kv_events=`` are followed through their KV events while the app runs
+            (:mod:`recipe.serve.kv_events`; needs ``dsrecipe[fleet]``).
         options: conversion options (model table, aliases, body-size limit …).
         config: timeouts, concurrency limit and the rest (:class:`~recipe.serve.config.ServeConfig`).
         store: the conversation store for ``previous_response_id`` (default: in memory).
@@ -486,12 +488,19 @@ def app(
             (DeepSeek-V4.1 on the default) is answered 400 on ``model``, naming the token.
 
     Raises:
-        ValueError: a bad engine spec.
+        ValueError: a bad engine spec, or ``kv_events=`` without pyzmq and msgpack.
         TokenizerError: an unreadable or invalid ``tokenizer`` file.
     """
     specs = list(engines) if engines else [engine]
     built: list[Engine] = build_engines(specs, config.timeouts, index=index, weights=config.routing_weights,
                                         metrics_interval=config.metrics_interval if config.routing == "cost" else 0.0)
+    if len(built) > 1 and any(getattr(e, "kv_events", None) is not None for e in built):
+        from recipe.serve.kv_events import require_fleet
+
+        try:
+            require_fleet()
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
     pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance, routing=config.routing,
                        weights=config.routing_weights)
     tok = tokenizer if isinstance(tokenizer, Tokenizer) or tokenizer is None else load_tokenizer(tokenizer)
@@ -501,6 +510,7 @@ def app(
                      tok)
     st.metrics.in_flight.set_function(lambda: st.in_flight)  # read when scraped: no per-request update
     st.shared_load = shared_load
+    st.metrics.watch_pool(pool)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]
@@ -518,6 +528,8 @@ def app(
             with contextlib.suppress(asyncio.TimeoutError):  # an engine slow to answer: the background probe tells
                 await asyncio.wait_for(pool.probe(), min(config.probe_seconds, 2.0))
             prober = asyncio.create_task(pool.probe_forever(config.probe_seconds))
+        if len(pool) > 1 and not config.render_only:  # the replicas' own cache state (``kv_events=``)
+            pool.follow_events()
         scraper = None
         if len(pool) > 1 and config.routing == "cost" and config.metrics_interval > 0 and not config.render_only:
             scraper = asyncio.create_task(pool.scrape_forever(config.metrics_interval))

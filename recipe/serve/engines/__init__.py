@@ -13,7 +13,12 @@
 An HTTP spec may end in ``?model=NAME`` (the served model name to send), ``&name=REPLICA`` and
 ``&grammar=structural_tag|lark`` (how the turn grammar is sent, per the engine's grammar backend:
 :data:`.http.GrammarForm`; default ``structural_tag``); an SGLang spec also ``&bootstrap_port=N``
-(its P/D bootstrap port). A Python callable is an engine too (:mod:`.inprocess`).
+(its P/D bootstrap port). A ``vllm+`` or ``generate+`` spec may name the engine's KV-event publisher
+(``--kv-events-config``) so routing reads its cache exactly (:mod:`recipe.serve.kv_events`):
+``kv_events=tcp://HOST:PORT`` (its ``endpoint``), ``kv_replay=tcp://HOST:PORT`` (its
+``replay_endpoint``), ``kv_topic=`` (its ``topic``) and ``kv_hash_seed=`` (the engine's
+``PYTHONHASHSEED``; default vLLM's own ``vllm-none-hash``); the engine must hash with
+``--prefix-caching-hash-algo sha256_cbor``. A Python callable is an engine too (:mod:`.inprocess`).
 
 P/D disaggregation (:mod:`.disagg`): specs tagged ``prefill=SPEC`` and ``decode=SPEC`` (all ``vllm+``,
 all ``generate+`` or all ``sglang+``) make one engine that prefills each request on a prefill replica and decodes it on a
@@ -57,21 +62,27 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         base = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
         name = query.get("name") or f"{scheme}:{parts.netloc}{parts.path}"
-        allowed = {"model", "name", "grammar"} | ({"bootstrap_port"} if scheme == "sglang" else set())
+        allowed = {"model", "name", "grammar", *(_KV_PARAMS if scheme in ("vllm", "generate") else ()),
+                   *(("bootstrap_port",) if scheme == "sglang" else ())}
         unknown = sorted(set(query) - allowed)
         if unknown:
             raise ValueError(f"engine {spec!r}: unknown parameter {unknown[0]!r} (want {', '.join(sorted(allowed))})")
+        events = _kv_source(spec, query)
         grammar = query.get("grammar", "structural_tag")
         if grammar not in ("structural_tag", "lark"):
             raise ValueError(f"engine {spec!r}: grammar={grammar!r}, want structural_tag or lark")
         if scheme == "generate":
             from recipe.serve.engines.generate import GenerateEngine
 
-            return GenerateEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
+            engine = GenerateEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
+            engine.kv_events = events
+            return engine
         if scheme == "vllm":
             from recipe.serve.engines.vllm import VLLMEngine
 
-            return VLLMEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
+            engine = VLLMEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
+            engine.kv_events = events
+            return engine
         from recipe.serve.engines.sglang import SGLangEngine
 
         sglang = SGLangEngine(base, timeouts=timeouts, name=name, model=query.get("model"), grammar=grammar)
@@ -83,6 +94,30 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
         return sglang
     raise ValueError(f"unknown engine {spec!r}: use demo, replay:FILE, vllm+http://HOST:PORT, sglang+http://HOST:PORT or "
                      "generate+http://HOST:PORT")
+
+
+#: The KV-event parameters of a ``vllm+`` / ``generate+`` spec.
+_KV_PARAMS = ("kv_events", "kv_replay", "kv_topic", "kv_hash_seed")
+
+
+def _kv_source(spec: str, query: dict[str, str]) -> Any:
+    """The :class:`~recipe.serve.kv_events.KVEventsSource` a spec's ``kv_*`` parameters name, or None.
+
+    Raises:
+        ValueError: ``kv_replay`` / ``kv_topic`` / ``kv_hash_seed`` without ``kv_events``, or a bad endpoint.
+    """
+    if "kv_events" not in query:
+        extra = [k for k in _KV_PARAMS if k in query]
+        if extra:
+            raise ValueError(f"engine {spec!r}: {extra[0]} needs kv_events=tcp://HOST:PORT")
+        return None
+    from recipe.serve.kv_events import DEFAULT_HASH_SEED, KVEventsSource
+
+    try:
+        return KVEventsSource(query["kv_events"], query.get("kv_replay"), query.get("kv_topic", ""),
+                              query.get("kv_hash_seed", DEFAULT_HASH_SEED))
+    except ValueError as exc:
+        raise ValueError(f"engine {spec!r}: {exc}") from None
 
 
 def as_engine(value: Any, timeouts: Timeouts = Timeouts()) -> Engine:

@@ -224,6 +224,9 @@ class HTTPEngine:
 
     #: seconds between two tries to read an unreachable engine's info (:attr:`stale`)
     info_retry_seconds = 1.0
+    #: where the engine publishes its KV events (a :class:`~recipe.serve.kv_events.KVEventsSource`,
+    #: set from a spec's ``kv_events=``), or None
+    kv_events: Any = None
 
     def __init__(self, base_url: str, *, timeouts: Timeouts = Timeouts(), name: str | None = None,
                  model: str | None = None, headers: dict[str, str] | None = None,

@@ -1,0 +1,725 @@
+"""The engines' own cache state: each vLLM replica's KV events, kept as an exact per-replica index.
+
+vLLM started with ``--kv-events-config`` publishes what its prefix cache holds on a ZeroMQ PUB
+socket, one message per scheduler step: three frames ``(topic, seq, payload)``, ``seq`` an unsigned
+64-bit big-endian counter from 0, ``payload`` a msgpack ``KVEventBatch``: ``[ts, events,
+data_parallel_rank]`` whose events are ``BlockStored`` (block hashes, parent block hash, token ids,
+block size, LoRA, medium, …), ``BlockRemoved`` (block hashes, medium) and ``AllBlocksCleared``, each
+a tagged array (``["BlockStored", …fields in order]``) or, from other encoders, a map with a
+``"type"`` tag. Its ROUTER replay socket answers a request ``(b"", start seq as 8 bytes big-endian)``
+with every batch it still buffers from that sequence number on, as ``(b"", topic, seq, payload)``,
+then ``(b"", b"", -1 as 8 bytes, b"")``. Source: vLLM 0.32 ``vllm/distributed/kv_events.py``.
+
+:class:`KVEventSubscriber` follows one replica: a SUB socket (``zmq.asyncio``, no thread), a
+DEALER to the replay socket, and a socket monitor for (re)connections. The replica's blocks are
+written to the prefix index (memory or Redis, so every frontend sees them) under
+:data:`EVENTS_NAMESPACE`, keyed by the event hash's 8 bytes (:func:`block_key`), exactly as the
+engine holds them:
+
+- a sequence gap is filled from the replay socket; a gap it cannot fill, a malformed batch, an
+  ``AllBlocksCleared`` or a (re)connection drops every entry of the replica (a *resync*) and the
+  index follows the events from there on. Applying any unbroken suffix of the event history to an
+  empty index gives a subset of what the engine holds, so the index under-reports after a resync
+  and never claims a block the engine does not hold;
+- on connecting it asks the replay socket for everything from sequence 0, so a subscriber that
+  joins a young engine (its replay buffer, vLLM's ``buffer_steps``, still holds the whole history)
+  starts exact;
+- only blocks of the engine's prefix cache count: medium ``GPU`` (or none) and the first KV-cache
+  group; at most ``max_blocks`` per replica are indexed (past it new blocks are not, and counted).
+
+The root blocks an engine reports are checked against recipe's vLLM-identical keys
+(:mod:`recipe.cache.keys`, scheme ``vllm`` with the source's hash seed and vLLM 0.32's tagged extra
+keys: ``("cache_salt", salt)``): a replica whose hashes do
+not match (another ``--prefix-caching-hash-algo`` than ``sha256_cbor``, another ``PYTHONHASHSEED``)
+is logged once and routed on the estimate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from recipe.cache.keys import KeySpec, block_keys
+
+__all__ = [
+    "EVENTS_NAMESPACE",
+    "DEFAULT_HASH_SEED",
+    "KVEventsSource",
+    "BlockStored",
+    "BlockRemoved",
+    "AllBlocksCleared",
+    "EventBatch",
+    "MalformedBatch",
+    "decode_batch",
+    "block_key",
+    "ReplicaBlocks",
+    "BlockSink",
+    "MemorySink",
+    "RedisSink",
+    "sink_for",
+    "KVEventSubscriber",
+    "require_fleet",
+]
+
+_log = logging.getLogger(__name__)
+
+#: The prefix-index namespace of event-fed entries (field: replica name; key: :func:`block_key`).
+EVENTS_NAMESPACE = "recipe:kv:vllm-events/1"
+
+#: vLLM's ``NONE_HASH`` seed for ``sha256`` / ``sha256_cbor`` when ``PYTHONHASHSEED`` is unset (0.32).
+DEFAULT_HASH_SEED = "vllm-none-hash"
+
+_END_SEQ = -1
+_UINT64 = 1 << 64
+
+
+@dataclass(frozen=True, slots=True)
+class KVEventsSource:
+    """Where a replica publishes its KV events (an engine spec's ``kv_events=`` and friends).
+
+    Attributes:
+        endpoint: the PUB socket, ``tcp://HOST:PORT`` (vLLM's ``endpoint``, bound there as ``tcp://*:PORT``).
+        replay: the ROUTER replay socket (vLLM's ``replay_endpoint``), or None: gaps then resync.
+        topic: the topic the engine publishes under (vLLM's ``topic``; default ``""``).
+        hash_seed: the engine's ``PYTHONHASHSEED`` (vLLM 0.32 without it: ``vllm-none-hash``),
+            for recipe's vLLM keys of a prompt.
+
+    Raises:
+        ValueError: an endpoint that is not ``tcp://``, ``ipc://`` or ``inproc://``.
+    """
+
+    endpoint: str
+    replay: str | None = None
+    topic: str = ""
+    hash_seed: str = DEFAULT_HASH_SEED
+
+    def __post_init__(self) -> None:
+        for name in ("endpoint", "replay"):
+            value = getattr(self, name)
+            if value is not None and not value.startswith(("tcp://", "ipc://", "inproc://")):
+                raise ValueError(f"kv events {name} {value!r}: want tcp://HOST:PORT (or ipc:// / inproc://)")
+
+
+def require_fleet() -> None:
+    """Check that pyzmq and msgpack are installed.
+
+    Raises:
+        ImportError: one is missing; the message names the ``dsrecipe[fleet]`` extra.
+    """
+    try:
+        import msgpack  # noqa: F401
+        import zmq  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"KV events need pyzmq and msgpack ({exc.name} is missing): "
+                          "pip install 'dsrecipe[fleet]' (or 'pyzmq msgpack')") from exc
+
+
+# --------------------------------------------------------------------------- the wire format
+
+
+class MalformedBatch(ValueError):
+    """A message or batch that does not have vLLM's KV-event shape."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStored:
+    """Blocks the engine added to its prefix cache, in prompt order.
+
+    Attributes:
+        keys: each block's :func:`block_key` (8 bytes).
+        parent: the key of the block before the first one, or None (the first is a root block).
+        token_ids: the blocks' ids, ``block_size`` per block.
+        block_size: tokens per block.
+        medium: ``GPU``, ``CPU`` … or None; group: the KV-cache group index, or None.
+        extra_keys: per block, the untagged extra keys vLLM publishes (LoRA name, ``(mm id,
+            offset)``, cache salt, prompt-embeds digest), or None.
+    """
+
+    keys: tuple[bytes, ...]
+    parent: bytes | None
+    token_ids: tuple[int, ...]
+    block_size: int
+    medium: str | None = None
+    group: int | None = None
+    extra_keys: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRemoved:
+    """Blocks the engine evicted from its prefix cache (``keys``: :func:`block_key` each)."""
+
+    keys: tuple[bytes, ...]
+    medium: str | None = None
+    group: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AllBlocksCleared:
+    """The engine dropped its whole prefix cache (``/reset_prefix_cache``)."""
+
+
+Event = BlockStored | BlockRemoved | AllBlocksCleared
+
+
+@dataclass(frozen=True, slots=True)
+class EventBatch:
+    """One published batch: its time (s since the epoch), events in order, data-parallel rank."""
+
+    ts: float
+    events: tuple[Event, ...]
+    dp_rank: int | None = None
+
+
+def block_key(value: Any) -> bytes:
+    """A published block hash as an index key: 8 bytes, big-endian — an int hash (vLLM's default,
+    ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``: the digest's low 64 bits) as itself, a bytes hash
+    (the full digest) as its last 8 bytes; equal to ``event_hash(key).to_bytes(8, "big")`` of
+    recipe's vLLM key (:func:`recipe.cache.keys.event_hash`).
+
+    Raises:
+        MalformedBatch: neither an int in ``[0, 2**64)`` nor at least 8 bytes.
+    """
+    if isinstance(value, bool):
+        raise MalformedBatch("a block hash is a bool")
+    if isinstance(value, int):
+        if not 0 <= value < _UINT64:
+            raise MalformedBatch(f"block hash {value} is not a 64-bit unsigned int")
+        return value.to_bytes(8, "big")
+    if isinstance(value, (bytes, bytearray)) and len(value) >= 8:
+        return bytes(value[-8:])
+    raise MalformedBatch(f"block hash of type {type(value).__name__} (want an int or bytes)")
+
+
+def _keys(value: Any) -> tuple[bytes, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise MalformedBatch("block_hashes is not a list")
+    return tuple(block_key(v) for v in value)
+
+
+def _opt_str(value: Any, name: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise MalformedBatch(f"{name} is not a string")
+    return value
+
+
+def _opt_int(value: Any, name: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise MalformedBatch(f"{name} is not an int")
+    return value
+
+
+#: Field order of each event's array form (msgspec ``array_like`` with a tag first), vLLM 0.32.
+_FIELDS = {
+    "BlockStored": ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
+                    "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality",
+                    "ownership", "session_id"),
+    "BlockRemoved": ("block_hashes", "medium", "group_idx", "locality", "ownership"),
+    "AllBlocksCleared": (),
+}
+
+
+def _fields(raw: Any) -> tuple[str, dict[str, Any]]:
+    """An event's tag and fields, from its array or map form."""
+    if isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], str):
+        tag, values = raw[0], raw[1:]
+        names = _FIELDS.get(tag)
+        if names is None:
+            return tag, {}
+        return tag, dict(zip(names, values))
+    if isinstance(raw, dict) and isinstance(raw.get("type"), str):
+        return raw["type"], raw
+    raise MalformedBatch("an event is neither a tagged array nor a map with a type")
+
+
+def _event(raw: Any) -> Event | None:
+    tag, f = _fields(raw)
+    if tag == "BlockStored":
+        keys = _keys(f.get("block_hashes"))
+        parent = f.get("parent_block_hash")
+        ids = f.get("token_ids")
+        size = f.get("block_size")
+        if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                         for i in ids):
+            raise MalformedBatch("token_ids is not a list of non-negative ints")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise MalformedBatch("block_size is not a positive int")
+        if len(ids) != size * len(keys):
+            raise MalformedBatch(f"{len(ids)} token ids for {len(keys)} blocks of {size}")
+        extra = f.get("extra_keys")
+        if extra is not None and (not isinstance(extra, (list, tuple)) or len(extra) != len(keys)):
+            raise MalformedBatch("extra_keys does not have one entry per block")
+        return BlockStored(keys, None if parent is None else block_key(parent), tuple(ids), size,
+                           _opt_str(f.get("medium"), "medium"), _opt_int(f.get("group_idx"), "group_idx"),
+                           None if extra is None else tuple(extra))
+    if tag == "BlockRemoved":
+        return BlockRemoved(_keys(f.get("block_hashes")), _opt_str(f.get("medium"), "medium"),
+                            _opt_int(f.get("group_idx"), "group_idx"))
+    if tag == "AllBlocksCleared":
+        return AllBlocksCleared()
+    return None  # an event kind this version does not know: not about the prefix cache's blocks
+
+
+def decode_batch(payload: bytes) -> EventBatch:
+    """A msgpack ``KVEventBatch`` (``[ts, events, data_parallel_rank?]``) as an :class:`EventBatch`;
+    events of kinds other than the three are skipped.
+
+    Raises:
+        MalformedBatch: not msgpack, or not that shape.
+    """
+    import msgpack
+
+    try:
+        raw = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:  # ExtraData, FormatError, StackError …
+        raise MalformedBatch(f"not msgpack: {type(exc).__name__}") from None
+    if isinstance(raw, dict):  # a map-form batch (another encoder)
+        raw = [raw.get("ts"), raw.get("events"), raw.get("data_parallel_rank")]
+    if not isinstance(raw, (list, tuple)) or not 2 <= len(raw) <= 3:
+        raise MalformedBatch("a batch is not [ts, events, data_parallel_rank]")
+    ts, events = raw[0], raw[1]
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not isinstance(events, (list, tuple)):
+        raise MalformedBatch("a batch's ts is not a number or its events not a list")
+    rank = _opt_int(raw[2] if len(raw) > 2 else None, "data_parallel_rank")
+    out = tuple(e for e in map(_event, events) if e is not None)
+    return EventBatch(float(ts), out, rank)
+
+
+# --------------------------------------------------------------------------- one replica's blocks
+
+
+@dataclass(slots=True)
+class ReplicaBlocks:
+    """The blocks one replica holds, as its events say (pure state, no I/O).
+
+    Attributes:
+        held: the :func:`block_key` of each block held.
+        block_size: the engine's tokens per block (learned from ``BlockStored``; None before).
+        max_blocks: at most this many blocks are held here; past it, new ones are not (and counted
+            in ``overflow``).
+    """
+
+    max_blocks: int = 1 << 21
+    held: set[bytes] = field(default_factory=set)
+    block_size: int | None = None
+    overflow: int = 0
+
+    def apply(self, batch: EventBatch) -> tuple[list[bytes], list[bytes]]:
+        """Apply a batch's events in order; returns the net change ``(added, dropped)`` keys."""
+        held = self.held
+        before: dict[bytes, bool] = {}
+        for ev in batch.events:
+            if isinstance(ev, AllBlocksCleared):
+                for k in held:
+                    before.setdefault(k, True)
+                held.clear()
+            elif not _counts(ev):
+                continue
+            elif isinstance(ev, BlockStored):
+                self.block_size = ev.block_size
+                for k in ev.keys:
+                    if k not in held:
+                        if len(held) >= self.max_blocks:
+                            self.overflow += 1
+                            continue
+                        before.setdefault(k, False)
+                        held.add(k)
+            else:
+                for k in ev.keys:
+                    if k in held:
+                        before.setdefault(k, True)
+                        held.discard(k)
+        added = [k for k, was in before.items() if not was and k in held]
+        dropped = [k for k, was in before.items() if was and k not in held]
+        return added, dropped
+
+    def clear(self) -> list[bytes]:
+        """Forget every block; returns the keys that were held."""
+        keys = list(self.held)
+        self.held.clear()
+        return keys
+
+
+def _counts(ev: BlockStored | BlockRemoved) -> bool:
+    """Whether an event is about the engine's prefix cache: medium GPU (or none), the first group."""
+    return ev.medium in (None, "GPU") and ev.group in (None, 0)
+
+
+# --------------------------------------------------------------------------- where the blocks go
+
+
+class BlockSink(Protocol):
+    """Where a subscriber writes a replica's blocks (blocking calls: run in a worker thread for Redis)."""
+
+    blocking: bool
+
+    def update(self, replica: str, added: Sequence[bytes], dropped: Sequence[bytes]) -> None:
+        """The replica now also holds ``added`` and no longer holds ``dropped``."""
+
+    def clear(self, replica: str, held: Sequence[bytes]) -> None:
+        """The replica holds nothing (``held``: what this process knew it held)."""
+
+
+class MemorySink:
+    """Blocks into a :class:`~recipe.cache.index.MemoryPrefixIndex` (this process's routing only).
+    Entries never expire; the index's own LRU bound may drop some (an under-report, never a wrong hit)."""
+
+    blocking = False
+
+    def __init__(self, index: Any, ns: str = EVENTS_NAMESPACE) -> None:
+        self.index, self.ns = index, ns
+
+    def update(self, replica: str, added: Sequence[bytes], dropped: Sequence[bytes]) -> None:
+        """See :class:`BlockSink`."""
+        if dropped:
+            self.index.evict(self.ns, dropped, replica)
+        if added:
+            self.index.put(self.ns, added, replica, ttl=math.inf)
+
+    def clear(self, replica: str, held: Sequence[bytes]) -> None:
+        """See :class:`BlockSink`."""
+        if held:
+            self.index.evict(self.ns, held, replica)
+
+
+class RedisSink:
+    """Blocks into a :class:`~recipe.cache.index.RedisPrefixIndex`, shared by every frontend: each
+    block is the index's hash ``<ns>:<key>`` with the field replica (value ``inf``: no expiry), and
+    the replica's keys are also a Redis set ``<ns>|held|<replica>``, so any frontend's resync drops
+    every entry of the replica, including those written by a frontend that has since stopped.
+    Frontends that follow the same replica write the same entries (idempotent).
+
+    Raises:
+        PrefixIndexUnavailable: from both methods when Redis fails.
+    """
+
+    blocking = True
+
+    def __init__(self, index: Any, ns: str = EVENTS_NAMESPACE) -> None:
+        self.index, self.ns = index, ns
+
+    def _held(self, replica: str) -> bytes:
+        return self.ns.encode("utf-8") + b"|held|" + replica.encode("utf-8")
+
+    def _run(self, fill: Callable[[Any], None]) -> list[Any]:
+        from recipe.cache.index import PrefixIndexUnavailable
+
+        import redis
+
+        try:
+            pipe = self.index.client.pipeline(transaction=False)
+            fill(pipe)
+            return pipe.execute()
+        except redis.RedisError as exc:
+            raise PrefixIndexUnavailable(f"prefix index store unavailable: {type(exc).__name__}: {exc}") from exc
+
+    def update(self, replica: str, added: Sequence[bytes], dropped: Sequence[bytes]) -> None:
+        """See :class:`BlockSink` (one pipelined round trip)."""
+        held = self._held(replica)
+        entry = self.index.entry_name
+
+        def fill(p: Any) -> None:
+            for k in dropped:
+                p.hdel(entry(self.ns, k), replica)
+            if dropped:
+                p.srem(held, *dropped)
+            for k in added:
+                p.hset(entry(self.ns, k), replica, "inf")
+            if added:
+                p.sadd(held, *added)
+
+        if added or dropped:
+            self._run(fill)
+
+    def clear(self, replica: str, held: Sequence[bytes]) -> None:
+        """See :class:`BlockSink`: every key in the replica's Redis set (and ``held``) loses the
+        replica's field; the set is deleted."""
+        name = self._held(replica)
+        keys = set(held) | set(self._run(lambda p: p.smembers(name))[0])
+        entry = self.index.entry_name
+        batch = list(keys)
+
+        def fill(p: Any) -> None:
+            for k in batch:
+                p.hdel(entry(self.ns, k), replica)
+            p.delete(name)
+
+        self._run(fill)
+
+
+def sink_for(index: Any, ns: str = EVENTS_NAMESPACE) -> BlockSink:
+    """The sink for a prefix index: :class:`RedisSink` for a ``RedisPrefixIndex``, else :class:`MemorySink`."""
+    from recipe.cache.index import RedisPrefixIndex
+
+    return RedisSink(index, ns) if isinstance(index, RedisPrefixIndex) else MemorySink(index, ns)
+
+
+# --------------------------------------------------------------------------- the subscriber
+
+
+class KVEventSubscriber:
+    """Follows one replica's KV events into a :class:`BlockSink` (see the module docstring).
+
+    Args:
+        replica: the replica's name (the index field).
+        source: where it publishes (:class:`KVEventsSource`).
+        sink: where its blocks go (:func:`sink_for` the pool's index).
+        max_blocks: blocks indexed at most for the replica.
+        replay_timeout: seconds to wait for each replay answer before the gap counts as unfillable.
+        hwm: the SUB socket's receive high-water mark (messages queued; past it ZeroMQ drops, and
+            the sequence gap is filled from the replay socket).
+        on_state: called with the subscriber after its :attr:`exact` may have changed (metrics).
+
+    Attributes:
+        batches, resyncs: batches applied; resyncs by reason (``connect``, ``gap``, ``malformed``,
+            ``cleared``, ``index``).
+        mismatch: the engine's root-block hashes differ from recipe's vLLM keys (logged once).
+    """
+
+    def __init__(self, replica: str, source: KVEventsSource, sink: BlockSink, *, max_blocks: int = 1 << 21,
+                 replay_timeout: float = 2.0, hwm: int = 10_000,
+                 on_state: Callable[[KVEventSubscriber], None] | None = None) -> None:
+        self.replica, self.source, self.sink = replica, source, sink
+        self.blocks = ReplicaBlocks(max_blocks)
+        self.replay_timeout, self.hwm, self.on_state = replay_timeout, hwm, on_state
+        self.next_seq: int | None = None
+        self.connected = False
+        self.mismatch = False
+        self.verified = 0
+        self.batches = 0
+        self.resyncs: dict[str, int] = {}
+        self._logged: set[str] = set()
+        self._ctx: Any = None
+        self._dealer: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- what routing reads
+
+    @property
+    def exact(self) -> bool:
+        """Whether routing may read this replica's cache from the events: connected, and its hashes
+        not found to differ from recipe's keys."""
+        return self.connected and not self.mismatch
+
+    @property
+    def block_size(self) -> int | None:
+        """The engine's tokens per block (None until its first ``BlockStored``)."""
+        return self.blocks.block_size
+
+    def lookup_keys(self, token_ids: Sequence[int], salt: str | None) -> list[bytes]:
+        """The index keys of a prompt's blocks on this replica: recipe's vLLM keys (scheme ``vllm``
+        with vLLM 0.32's tagged extras, the engine's block size, the source's hash seed, ``salt`` as
+        ``cache_salt``), 8 bytes each; empty while the replica holds no block."""
+        size = self.blocks.block_size
+        if size is None or not self.blocks.held:
+            return []
+        spec = KeySpec("vllm", size, hash_seed=self.source.hash_seed, salt=salt, tagged_extras=True)
+        return [k[-8:] for k in block_keys(token_ids, spec).keys]
+
+    # ---- life cycle
+
+    def start(self) -> None:
+        """Start following the replica in a task of the running loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run(), name=f"kv-events {self.replica}")
+
+    async def aclose(self) -> None:
+        """Stop following (cancel the task, close the sockets); the index keeps what it holds."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        if self._dealer is not None:
+            self._dealer.close(linger=0)
+            self._dealer = None
+        if self._ctx is not None:
+            self._ctx.destroy(linger=0)
+            self._ctx = None
+
+    async def run(self) -> None:
+        """Follow the replica until cancelled (never raises otherwise: each failure is logged once
+        per kind and the replica resynced)."""
+        import zmq
+        import zmq.asyncio
+        from zmq.utils.monitor import parse_monitor_message
+
+        self._ctx = zmq.asyncio.Context()
+        sub = self._ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.RCVHWM, self.hwm)
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.SUBSCRIBE, self.source.topic.encode("utf-8"))
+        monitor = sub.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        sub.connect(self.source.endpoint)
+        poller = zmq.asyncio.Poller()
+        poller.register(sub, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        try:
+            while True:
+                ready = dict(await poller.poll())
+                if monitor in ready:
+                    event = parse_monitor_message(await monitor.recv_multipart())["event"]
+                    if event == zmq.EVENT_CONNECTED:
+                        await self._connected()
+                    elif event == zmq.EVENT_DISCONNECTED and self.connected:
+                        self.connected = False
+                        _log.warning("kv events of %s: disconnected from %s", self.replica, self.source.endpoint)
+                        self._changed()
+                if sub in ready:
+                    await self._message(await sub.recv_multipart())
+        finally:
+            sub.disable_monitor()
+            monitor.close(linger=0)
+            sub.close(linger=0)
+            self._close_sockets()
+
+    # ---- events
+
+    async def _connected(self) -> None:
+        """(Re)connected: drop the replica's entries, then replay everything the engine still buffers."""
+        _log.info("kv events of %s: connected to %s", self.replica, self.source.endpoint)
+        await self._resync("connect")
+        self.next_seq = None
+        self.connected = True
+        if self.source.replay is not None:
+            await self._replay(0)
+        self._changed()
+
+    async def _message(self, frames: list[bytes]) -> None:
+        if len(frames) != 3 or len(frames[1]) != 8:
+            self._once("frames", "kv events of %s: a message of %d frames (want topic, seq, payload): resynced",
+                       self.replica, len(frames))
+            await self._resync("malformed")
+            self.next_seq = None
+            return
+        await self._batch(int.from_bytes(frames[1], "big"), frames[2], fill=True)
+
+    async def _batch(self, seq: int, payload: bytes, fill: bool) -> None:
+        """Apply batch ``seq`` in order: older ones are skipped, a gap filled from the replay socket
+        (``fill``) or resynced."""
+        expected = self.next_seq
+        if expected is not None and seq < expected:
+            return  # already applied (replayed, then received again)
+        if expected is not None and seq > expected:
+            if fill and self.source.replay is not None:
+                await self._replay(expected)
+                if self.next_seq is not None and seq < self.next_seq:
+                    return
+            if self.next_seq is not None and seq > self.next_seq:
+                self._once("gap", "kv events of %s: batches %d..%d are lost (not in the replay buffer): resynced",
+                           self.replica, self.next_seq, seq - 1)
+                await self._resync("gap")
+        self.next_seq = seq + 1
+        try:
+            batch = decode_batch(payload)
+        except MalformedBatch as exc:
+            self._once("malformed", "kv events of %s: malformed batch %d (%s): resynced", self.replica, seq, exc)
+            await self._resync("malformed")
+            return
+        self._verify(batch)
+        if any(isinstance(e, AllBlocksCleared) for e in batch.events):
+            self.resyncs["cleared"] = self.resyncs.get("cleared", 0) + 1
+        added, dropped = self.blocks.apply(batch)
+        self.batches += 1
+        if self.blocks.overflow:
+            self._once("overflow", "kv events of %s: more than %d blocks held; the excess is not indexed",
+                       self.replica, self.blocks.max_blocks)
+        await self._write(self.sink.update, self.replica, added, dropped)
+
+    async def _replay(self, start: int) -> None:
+        """Ask the replay socket for every batch from ``start`` on and apply them in order; a
+        request that is not answered within ``replay_timeout`` leaves the gap to :meth:`_batch`."""
+        import zmq
+
+        if self._dealer is None:
+            self._dealer = self._ctx.socket(zmq.DEALER)
+            self._dealer.setsockopt(zmq.LINGER, 0)
+            self._dealer.connect(self.source.replay)
+        dealer = self._dealer
+        await dealer.send_multipart([b"", start.to_bytes(8, "big")])
+        while True:
+            if not await dealer.poll(int(self.replay_timeout * 1000)):
+                self._once("replay", "kv events of %s: the replay socket %s did not answer within %.1f s",
+                           self.replica, self.source.replay, self.replay_timeout)
+                dealer.close(linger=0)  # a late answer must not be read as the next one's
+                self._dealer = None
+                return
+            frames = await dealer.recv_multipart()
+            if len(frames) != 4 or len(frames[2]) != 8:
+                self._once("replay-frames", "kv events of %s: a replay answer of %d frames: resynced",
+                           self.replica, len(frames))
+                await self._resync("malformed")
+                self.next_seq = None
+                continue
+            seq = int.from_bytes(frames[2], "big", signed=True)
+            if seq == _END_SEQ:
+                return
+            if self.next_seq is None:  # the start of what the engine buffers
+                self.next_seq = seq
+            await self._batch(seq, frames[3], fill=False)
+
+    async def _resync(self, reason: str) -> None:
+        """Drop every entry of the replica (see the module docstring)."""
+        self.resyncs[reason] = self.resyncs.get(reason, 0) + 1
+        await self._write(self.sink.clear, self.replica, self.blocks.clear())
+
+    async def _write(self, fn: Callable[..., None], *args: Any) -> None:
+        from recipe.cache.index import PrefixIndexUnavailable
+
+        try:
+            if self.sink.blocking:
+                await asyncio.to_thread(fn, *args)
+            else:
+                fn(*args)
+        except PrefixIndexUnavailable as exc:
+            # the index may now hold less or more than the engine: what it holds of this replica
+            # cannot be trusted until a write succeeds again, so start over from an empty index
+            self._once("index", "kv events of %s: the prefix index failed (%s); resyncing", self.replica, exc)
+            self.resyncs["index"] = self.resyncs.get("index", 0) + 1
+            self.blocks.clear()
+            self.next_seq = None
+            with contextlib.suppress(PrefixIndexUnavailable):
+                if self.sink.blocking:
+                    await asyncio.to_thread(self.sink.clear, self.replica, ())
+                else:
+                    self.sink.clear(self.replica, ())
+
+    def _verify(self, batch: EventBatch) -> None:
+        """Check root blocks without extras, or with only a cache salt, against recipe's vLLM keys."""
+        if self.mismatch or self.verified >= 64:
+            return
+        for ev in batch.events:
+            if not isinstance(ev, BlockStored) or ev.parent is not None or not ev.keys:
+                continue
+            extra = ev.extra_keys[0] if ev.extra_keys else None
+            if extra is not None and not (len(extra) == 1 and isinstance(extra[0], str)):
+                continue
+            salt = extra[0] if extra else None
+            spec = KeySpec("vllm", ev.block_size, hash_seed=self.source.hash_seed, salt=salt,
+                           tagged_extras=True)
+            ours = block_keys(ev.token_ids[: ev.block_size], spec).keys[0][-8:]
+            self.verified += 1
+            if ours != ev.keys[0]:
+                self.mismatch = True
+                self._once("mismatch", "kv events of %s: the engine's block hash %s is not recipe's %s for the same "
+                           "ids: start vLLM with --prefix-caching-hash-algo sha256_cbor and the hash seed the "
+                           "engine spec names (kv_hash_seed=, the engine's PYTHONHASHSEED); routing uses the "
+                           "estimate for it", self.replica, ev.keys[0].hex(), ours.hex())
+                self._changed()
+                return
+
+    def _changed(self) -> None:
+        if self.on_state is not None:
+            self.on_state(self)
+
+    def _once(self, kind: str, msg: str, *args: Any) -> None:
+        if kind not in self._logged:
+            self._logged.add(kind)
+            _log.warning(msg, *args)
