@@ -11,7 +11,9 @@ skips with a one-line reason, except under ``CI``, where it fails: CI always run
 - :class:`VLLMServer` — one ``python -m vllm.entrypoints.openai.api_server`` process in its own
   process group, on 127.0.0.1 and a free port, with its log in a file; :meth:`VLLMServer.stop`
   ends the whole group. Its ``/metrics`` gauges are read with :meth:`VLLMServer.gauge`.
-- the fixtures ``vllm`` (default grammar backend, prefix caching with ``--enable-prompt-tokens-details``;
+- the fixtures ``vllm`` (default grammar backend, prefix caching with ``--enable-prompt-tokens-details``,
+  block hashes by ``sha256_cbor`` under ``PYTHONHASHSEED`` :data:`HASH_SEED`, KV events published at
+  :attr:`VLLMServer.kv_events` with replay at :attr:`VLLMServer.kv_replay`, ``/reset_prefix_cache``;
   started on first use and kept for the run), ``vllm_guidance`` (the llguidance grammar backend) and
   ``vllm_running`` (whichever is running). Every engine serves vLLM's render, derender and
   ``/inference/v1/generate`` routes (``--enable-scale-out``) with its DeepSeek-V4 chat encoder
@@ -40,6 +42,8 @@ import pytest
 
 #: The engine's context window (``--max-model-len``).
 MAX_MODEL_LEN = 4096
+#: The engine's ``PYTHONHASHSEED``: the root of its block hashes (``--prefix-caching-hash-algo sha256_cbor``).
+HASH_SEED = "0"
 #: The served model name recipe sends (``--served-model-name``).
 SERVED = "tiny-deepseek-v4"
 #: Seconds an engine may take to start (first start on a busy 2-core machine: a few minutes).
@@ -124,6 +128,11 @@ class VLLMServer:
                  compiled: bool = False) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # its KV events (vLLM's PUB socket binds the wildcard address; recipe subscribes on loopback)
+        # and the hash settings under which its block hashes are recipe's vLLM keys
+        self.kv_events, self.kv_replay = f"tcp://127.0.0.1:{_free_port()}", f"tcp://127.0.0.1:{_free_port()}"
+        events = json.dumps({"enable_kv_cache_events": True, "publisher": "zmq", "topic": "kv",
+                             "endpoint": "tcp://*:" + self.kv_events.rsplit(":", 1)[1], "replay_endpoint": self.kv_replay})
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="vllm-log-")) / f"vllm-{self.port}.log"
         cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
                "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(self.port),
@@ -131,10 +140,12 @@ class VLLMServer:
                "--enable-prompt-tokens-details", "--max-num-seqs", "64", "--disable-uvicorn-access-log",
                # vLLM's render / derender / generate routes, with its DeepSeek-V4 chat encoder (the render tests)
                "--enable-scale-out", "--tokenizer-mode", "deepseek_v4",
+               "--prefix-caching-hash-algo", "sha256_cbor", "--kv-events-config", events,
                *(() if compiled else ("--enforce-eager",)), *args]
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
                "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+               "PYTHONHASHSEED": HASH_SEED, "VLLM_SERVER_DEV_MODE": "1"}  # (dev mode: POST /reset_prefix_cache)
         env.pop("CI", None)  # (vLLM reads nothing from it; keep its environment the same everywhere)
         self._log = open(self.log_path, "wb")
         self.started_at = time.monotonic()
