@@ -465,6 +465,58 @@ def test_redis_sink_is_shared_and_a_resync_drops_another_frontends_entries(pub):
         asyncio.run(main())
 
 
+def test_an_index_that_fails_makes_the_replica_inexact_until_it_is_cleared_again(pub):
+    import shutil
+    import subprocess
+
+    from serve_support import free_port
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.skip("redis-server is not on PATH")
+    port = free_port()
+    index = RedisPrefixIndex.from_url(f"redis://127.0.0.1:{port}/0", socket_connect_timeout=0.5, socket_timeout=0.5)
+
+    async def main():
+        sub = KVEventSubscriber("r0", pub.source, RedisSink(index), replay_timeout=1.0)
+        sub.start()
+        await until(lambda: sub.connected)
+        assert sub.index_stale and not sub.exact and sub.resyncs["index"] == 1  # its connect resync failed
+        pub.publish(stored(OTHER, OTHER_HASHES))
+        await until(lambda: sub.next_seq == pub.seq, 20)
+        assert not sub.blocks.held and not sub.exact  # nothing applied while the index cannot be cleared
+        proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                pub.publish(stored(PROMPT[:4 * BS], HASHES))
+                await asyncio.sleep(0.05)
+                if sub.exact:
+                    break
+            await until(lambda: held_blocks(index, "r0", HASHES) == 4)
+            assert sub.exact and held_blocks(index, "r0", OTHER_HASHES) == 0
+            await sub.aclose()
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+    asyncio.run(main())
+
+
+def test_an_endpoint_zmq_refuses_is_retried_not_raised(caplog):
+    async def main():
+        sub = KVEventSubscriber("r0", KVEventsSource("tcp://127.0.0.1:notaport"), MemorySink(MemoryPrefixIndex()))
+        sub.retry_seconds = 0.05
+        sub.start()
+        await asyncio.sleep(0.3)
+        assert sub._task is not None and not sub._task.done() and not sub.exact
+        await sub.aclose()
+
+    with caplog.at_level(logging.WARNING, "recipe.serve.kv_events"):
+        asyncio.run(main())
+    assert len([r for r in caplog.records if "retrying" in r.getMessage()]) == 1
+
+
 def test_memory_sink_entries_do_not_expire():
     now = [0.0]
     index = MemoryPrefixIndex(ttl=10, clock=lambda: now[0])

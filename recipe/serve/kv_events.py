@@ -1,14 +1,10 @@
 """The engines' own cache state: each vLLM replica's KV events, kept as an exact per-replica index.
 
 vLLM started with ``--kv-events-config`` publishes what its prefix cache holds on a ZeroMQ PUB
-socket, one message per scheduler step: three frames ``(topic, seq, payload)``, ``seq`` an unsigned
-64-bit big-endian counter from 0, ``payload`` a msgpack ``KVEventBatch``: ``[ts, events,
-data_parallel_rank]`` whose events are ``BlockStored`` (block hashes, parent block hash, token ids,
-block size, LoRA, medium, …), ``BlockRemoved`` (block hashes, medium) and ``AllBlocksCleared``, each
-a tagged array (``["BlockStored", …fields in order]``) or, from other encoders, a map with a
-``"type"`` tag. Its ROUTER replay socket answers a request ``(b"", start seq as 8 bytes big-endian)``
-with every batch it still buffers from that sequence number on, as ``(b"", topic, seq, payload)``,
-then ``(b"", b"", -1 as 8 bytes, b"")``. Source: vLLM 0.32 ``vllm/distributed/kv_events.py``.
+socket, one batch per scheduler step with a sequence number (the format: :mod:`recipe.serve.kv_wire`).
+Its ROUTER replay socket answers a request ``(b"", start seq as 8 bytes big-endian)`` with every
+batch it still buffers from that sequence number on, as ``(b"", topic, seq, payload)``, then
+``(b"", b"", -1 as 8 bytes, b"")``. Source: vLLM 0.32 ``vllm/distributed/kv_events.py``.
 
 :class:`KVEventSubscriber` follows one replica: a SUB socket (``zmq.asyncio``, no thread), a
 DEALER to the replay socket, and a socket monitor for (re)connections. The replica's blocks are
@@ -29,9 +25,9 @@ engine holds them:
 
 The root blocks an engine reports are checked against recipe's vLLM-identical keys
 (:mod:`recipe.cache.keys`, scheme ``vllm`` with the source's hash seed and vLLM 0.32's tagged extra
-keys: ``("cache_salt", salt)``): a replica whose hashes do
-not match (another ``--prefix-caching-hash-algo`` than ``sha256_cbor``, another ``PYTHONHASHSEED``)
-is logged once and routed on the estimate.
+keys: ``("cache_salt", salt)``): a replica whose hashes do not match (another
+``--prefix-caching-hash-algo`` than ``sha256_cbor``, another ``PYTHONHASHSEED``) is logged once and
+routed on the estimate.
 """
 
 from __future__ import annotations
@@ -40,11 +36,21 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from recipe.cache.keys import KeySpec, block_keys
+from recipe.serve.kv_wire import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    EventBatch,
+    MalformedBatch,
+    ReplicaBlocks,
+    block_key,
+    decode_batch,
+)
 
 __all__ = [
     "EVENTS_NAMESPACE",
@@ -75,7 +81,6 @@ EVENTS_NAMESPACE = "recipe:kv:vllm-events/1"
 DEFAULT_HASH_SEED = "vllm-none-hash"
 
 _END_SEQ = -1
-_UINT64 = 1 << 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,236 +122,6 @@ def require_fleet() -> None:
     except ImportError as exc:
         raise ImportError(f"KV events need pyzmq and msgpack ({exc.name} is missing): "
                           "pip install 'dsrecipe[fleet]' (or 'pyzmq msgpack')") from exc
-
-
-# --------------------------------------------------------------------------- the wire format
-
-
-class MalformedBatch(ValueError):
-    """A message or batch that does not have vLLM's KV-event shape."""
-
-
-@dataclass(frozen=True, slots=True)
-class BlockStored:
-    """Blocks the engine added to its prefix cache, in prompt order.
-
-    Attributes:
-        keys: each block's :func:`block_key` (8 bytes).
-        parent: the key of the block before the first one, or None (the first is a root block).
-        token_ids: the blocks' ids, ``block_size`` per block.
-        block_size: tokens per block.
-        medium: ``GPU``, ``CPU`` … or None; group: the KV-cache group index, or None.
-        extra_keys: per block, the untagged extra keys vLLM publishes (LoRA name, ``(mm id,
-            offset)``, cache salt, prompt-embeds digest), or None.
-    """
-
-    keys: tuple[bytes, ...]
-    parent: bytes | None
-    token_ids: tuple[int, ...]
-    block_size: int
-    medium: str | None = None
-    group: int | None = None
-    extra_keys: tuple[Any, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockRemoved:
-    """Blocks the engine evicted from its prefix cache (``keys``: :func:`block_key` each)."""
-
-    keys: tuple[bytes, ...]
-    medium: str | None = None
-    group: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AllBlocksCleared:
-    """The engine dropped its whole prefix cache (``/reset_prefix_cache``)."""
-
-
-Event = BlockStored | BlockRemoved | AllBlocksCleared
-
-
-@dataclass(frozen=True, slots=True)
-class EventBatch:
-    """One published batch: its time (s since the epoch), events in order, data-parallel rank."""
-
-    ts: float
-    events: tuple[Event, ...]
-    dp_rank: int | None = None
-
-
-def block_key(value: Any) -> bytes:
-    """A published block hash as an index key: 8 bytes, big-endian — an int hash (vLLM's default,
-    ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``: the digest's low 64 bits) as itself, a bytes hash
-    (the full digest) as its last 8 bytes; equal to ``event_hash(key).to_bytes(8, "big")`` of
-    recipe's vLLM key (:func:`recipe.cache.keys.event_hash`).
-
-    Raises:
-        MalformedBatch: neither an int in ``[0, 2**64)`` nor at least 8 bytes.
-    """
-    if isinstance(value, bool):
-        raise MalformedBatch("a block hash is a bool")
-    if isinstance(value, int):
-        if not 0 <= value < _UINT64:
-            raise MalformedBatch(f"block hash {value} is not a 64-bit unsigned int")
-        return value.to_bytes(8, "big")
-    if isinstance(value, (bytes, bytearray)) and len(value) >= 8:
-        return bytes(value[-8:])
-    raise MalformedBatch(f"block hash of type {type(value).__name__} (want an int or bytes)")
-
-
-def _keys(value: Any) -> tuple[bytes, ...]:
-    if not isinstance(value, (list, tuple)):
-        raise MalformedBatch("block_hashes is not a list")
-    return tuple(block_key(v) for v in value)
-
-
-def _opt_str(value: Any, name: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise MalformedBatch(f"{name} is not a string")
-    return value
-
-
-def _opt_int(value: Any, name: str) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise MalformedBatch(f"{name} is not an int")
-    return value
-
-
-#: Field order of each event's array form (msgspec ``array_like`` with a tag first), vLLM 0.32.
-_FIELDS = {
-    "BlockStored": ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
-                    "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality",
-                    "ownership", "session_id"),
-    "BlockRemoved": ("block_hashes", "medium", "group_idx", "locality", "ownership"),
-    "AllBlocksCleared": (),
-}
-
-
-def _fields(raw: Any) -> tuple[str, dict[str, Any]]:
-    """An event's tag and fields, from its array or map form."""
-    if isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], str):
-        tag, values = raw[0], raw[1:]
-        names = _FIELDS.get(tag)
-        if names is None:
-            return tag, {}
-        return tag, dict(zip(names, values))
-    if isinstance(raw, dict) and isinstance(raw.get("type"), str):
-        return raw["type"], raw
-    raise MalformedBatch("an event is neither a tagged array nor a map with a type")
-
-
-def _event(raw: Any) -> Event | None:
-    tag, f = _fields(raw)
-    if tag == "BlockStored":
-        keys = _keys(f.get("block_hashes"))
-        parent = f.get("parent_block_hash")
-        ids = f.get("token_ids")
-        size = f.get("block_size")
-        if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                                         for i in ids):
-            raise MalformedBatch("token_ids is not a list of non-negative ints")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise MalformedBatch("block_size is not a positive int")
-        if len(ids) != size * len(keys):
-            raise MalformedBatch(f"{len(ids)} token ids for {len(keys)} blocks of {size}")
-        extra = f.get("extra_keys")
-        if extra is not None and (not isinstance(extra, (list, tuple)) or len(extra) != len(keys)):
-            raise MalformedBatch("extra_keys does not have one entry per block")
-        return BlockStored(keys, None if parent is None else block_key(parent), tuple(ids), size,
-                           _opt_str(f.get("medium"), "medium"), _opt_int(f.get("group_idx"), "group_idx"),
-                           None if extra is None else tuple(extra))
-    if tag == "BlockRemoved":
-        return BlockRemoved(_keys(f.get("block_hashes")), _opt_str(f.get("medium"), "medium"),
-                            _opt_int(f.get("group_idx"), "group_idx"))
-    if tag == "AllBlocksCleared":
-        return AllBlocksCleared()
-    return None  # an event kind this version does not know: not about the prefix cache's blocks
-
-
-def decode_batch(payload: bytes) -> EventBatch:
-    """A msgpack ``KVEventBatch`` (``[ts, events, data_parallel_rank?]``) as an :class:`EventBatch`;
-    events of kinds other than the three are skipped.
-
-    Raises:
-        MalformedBatch: not msgpack, or not that shape.
-    """
-    import msgpack
-
-    try:
-        raw = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:  # ExtraData, FormatError, StackError …
-        raise MalformedBatch(f"not msgpack: {type(exc).__name__}") from None
-    if isinstance(raw, dict):  # a map-form batch (another encoder)
-        raw = [raw.get("ts"), raw.get("events"), raw.get("data_parallel_rank")]
-    if not isinstance(raw, (list, tuple)) or not 2 <= len(raw) <= 3:
-        raise MalformedBatch("a batch is not [ts, events, data_parallel_rank]")
-    ts, events = raw[0], raw[1]
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not isinstance(events, (list, tuple)):
-        raise MalformedBatch("a batch's ts is not a number or its events not a list")
-    rank = _opt_int(raw[2] if len(raw) > 2 else None, "data_parallel_rank")
-    out = tuple(e for e in map(_event, events) if e is not None)
-    return EventBatch(float(ts), out, rank)
-
-
-# --------------------------------------------------------------------------- one replica's blocks
-
-
-@dataclass(slots=True)
-class ReplicaBlocks:
-    """The blocks one replica holds, as its events say (pure state, no I/O).
-
-    Attributes:
-        held: the :func:`block_key` of each block held.
-        block_size: the engine's tokens per block (learned from ``BlockStored``; None before).
-        max_blocks: at most this many blocks are held here; past it, new ones are not (and counted
-            in ``overflow``).
-    """
-
-    max_blocks: int = 1 << 21
-    held: set[bytes] = field(default_factory=set)
-    block_size: int | None = None
-    overflow: int = 0
-
-    def apply(self, batch: EventBatch) -> tuple[list[bytes], list[bytes]]:
-        """Apply a batch's events in order; returns the net change ``(added, dropped)`` keys."""
-        held = self.held
-        before: dict[bytes, bool] = {}
-        for ev in batch.events:
-            if isinstance(ev, AllBlocksCleared):
-                for k in held:
-                    before.setdefault(k, True)
-                held.clear()
-            elif not _counts(ev):
-                continue
-            elif isinstance(ev, BlockStored):
-                self.block_size = ev.block_size
-                for k in ev.keys:
-                    if k not in held:
-                        if len(held) >= self.max_blocks:
-                            self.overflow += 1
-                            continue
-                        before.setdefault(k, False)
-                        held.add(k)
-            else:
-                for k in ev.keys:
-                    if k in held:
-                        before.setdefault(k, True)
-                        held.discard(k)
-        added = [k for k, was in before.items() if not was and k in held]
-        dropped = [k for k, was in before.items() if was and k not in held]
-        return added, dropped
-
-    def clear(self) -> list[bytes]:
-        """Forget every block; returns the keys that were held."""
-        keys = list(self.held)
-        self.held.clear()
-        return keys
-
-
-def _counts(ev: BlockStored | BlockRemoved) -> bool:
-    """Whether an event is about the engine's prefix cache: medium GPU (or none), the first group."""
-    return ev.medium in (None, "GPU") and ev.group in (None, 0)
 
 
 # --------------------------------------------------------------------------- where the blocks go
@@ -478,6 +253,8 @@ class KVEventSubscriber:
         batches, resyncs: batches applied; resyncs by reason (``connect``, ``gap``, ``malformed``,
             ``cleared``, ``index``).
         mismatch: the engine's root-block hashes differ from recipe's vLLM keys (logged once).
+        index_stale: a write to the index failed; cleared by the next successful clear of the replica.
+        retry_seconds: after a socket error, seconds before following the replica again.
     """
 
     def __init__(self, replica: str, source: KVEventsSource, sink: BlockSink, *, max_blocks: int = 1 << 21,
@@ -489,6 +266,8 @@ class KVEventSubscriber:
         self.next_seq: int | None = None
         self.connected = False
         self.mismatch = False
+        self.index_stale = False
+        self.retry_seconds = 5.0
         self.verified = 0
         self.batches = 0
         self.resyncs: dict[str, int] = {}
@@ -501,9 +280,9 @@ class KVEventSubscriber:
 
     @property
     def exact(self) -> bool:
-        """Whether routing may read this replica's cache from the events: connected, and its hashes
-        not found to differ from recipe's keys."""
-        return self.connected and not self.mismatch
+        """Whether routing may read this replica's cache from the events: connected, its hashes not
+        found to differ from recipe's keys, and the index not left unknown by a failed write."""
+        return self.connected and not self.mismatch and not self.index_stale
 
     @property
     def block_size(self) -> int | None:
@@ -545,8 +324,23 @@ class KVEventSubscriber:
             self._ctx = None
 
     async def run(self) -> None:
-        """Follow the replica until cancelled (never raises otherwise: each failure is logged once
-        per kind and the replica resynced)."""
+        """Follow the replica until cancelled; never raises otherwise: a failure is logged (once
+        per kind) and the replica resynced, and a socket error starts over after ``retry_seconds``."""
+        while True:
+            try:
+                await self._follow()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # e.g. an endpoint zmq refuses: keep trying, the replica on the estimate
+                self._close_sockets()
+                if self.connected:
+                    self.connected = False
+                    self._changed()
+                self._once("socket", "kv events of %s: %s: %s; retrying every %.0f s", self.replica,
+                           self.source.endpoint, exc, self.retry_seconds)
+                await asyncio.sleep(self.retry_seconds)
+
+    async def _follow(self) -> None:
         import zmq
         import zmq.asyncio
         from zmq.utils.monitor import parse_monitor_message
@@ -624,6 +418,9 @@ class KVEventSubscriber:
             await self._resync("malformed")
             return
         self._verify(batch)
+        if self.index_stale and not await self._write(self.sink.clear, self.replica, ()):
+            return  # the index still cannot be cleared: nothing is applied (the state stays empty)
+        self.index_stale = False
         if any(isinstance(e, AllBlocksCleared) for e in batch.events):
             self.resyncs["cleared"] = self.resyncs.get("cleared", 0) + 1
         added, dropped = self.blocks.apply(batch)
@@ -670,7 +467,10 @@ class KVEventSubscriber:
         self.resyncs[reason] = self.resyncs.get(reason, 0) + 1
         await self._write(self.sink.clear, self.replica, self.blocks.clear())
 
-    async def _write(self, fn: Callable[..., None], *args: Any) -> None:
+    async def _write(self, fn: Callable[..., None], *args: Any) -> bool:
+        """Run a sink call (in a worker thread for a blocking sink); False when the index failed.
+        Then what the index holds of the replica is unknown (more or less than the engine): the
+        replica is not :attr:`exact` and its state is emptied until the index is cleared again."""
         from recipe.cache.index import PrefixIndexUnavailable
 
         try:
@@ -678,18 +478,15 @@ class KVEventSubscriber:
                 await asyncio.to_thread(fn, *args)
             else:
                 fn(*args)
+            return True
         except PrefixIndexUnavailable as exc:
-            # the index may now hold less or more than the engine: what it holds of this replica
-            # cannot be trusted until a write succeeds again, so start over from an empty index
             self._once("index", "kv events of %s: the prefix index failed (%s); resyncing", self.replica, exc)
-            self.resyncs["index"] = self.resyncs.get("index", 0) + 1
+            if not self.index_stale:
+                self.resyncs["index"] = self.resyncs.get("index", 0) + 1
+                self.index_stale = True
+                self._changed()
             self.blocks.clear()
-            self.next_seq = None
-            with contextlib.suppress(PrefixIndexUnavailable):
-                if self.sink.blocking:
-                    await asyncio.to_thread(self.sink.clear, self.replica, ())
-                else:
-                    self.sink.clear(self.replica, ())
+            return False
 
     def _verify(self, batch: EventBatch) -> None:
         """Check root blocks without extras, or with only a cache salt, against recipe's vLLM keys."""
