@@ -166,7 +166,8 @@ class RedisSink:
     block is the index's hash ``<ns>:<key>`` with the field replica (value ``inf``: no expiry), and
     the replica's keys are also a Redis set ``<ns>|held|<replica>``, so any frontend's resync drops
     every entry of the replica, including those written by a frontend that has since stopped.
-    Frontends that follow the same replica write the same entries (idempotent).
+    Frontends that follow the same replica write the same entries (idempotent). Every command names
+    one key, so a Redis Cluster (``redis+cluster://``) takes them.
 
     Raises:
         PrefixIndexUnavailable: from both methods when Redis fails.
@@ -182,14 +183,13 @@ class RedisSink:
 
     def _run(self, fill: Callable[[Any], None]) -> list[Any]:
         from recipe.cache.index import PrefixIndexUnavailable
-
-        import redis
+        from recipe.cache.redis_client import redis_errors
 
         try:
             pipe = self.index.client.pipeline(transaction=False)
             fill(pipe)
             return pipe.execute()
-        except redis.RedisError as exc:
+        except redis_errors() as exc:
             raise PrefixIndexUnavailable(f"prefix index store unavailable: {type(exc).__name__}: {exc}") from exc
 
     def update(self, replica: str, added: Sequence[bytes], dropped: Sequence[bytes]) -> None:
