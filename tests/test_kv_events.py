@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from array import array
 import logging
 import threading
 import time
@@ -186,7 +187,7 @@ def test_decode_reads_vllms_map_form_and_the_array_form():
                                    {"type": "SomethingNew", "x": 1}], 0])
     batch = decode_batch(payload)
     assert batch.ts == 1.5 and batch.dp_rank == 0
-    assert batch.events[0] == BlockStored(tuple(h.to_bytes(8, "big") for h in HASHES), None, tuple(PROMPT[:4 * BS]), BS,
+    assert batch.events[0] == BlockStored(tuple(h.to_bytes(8, "big") for h in HASHES), None, array("Q", PROMPT[:4 * BS]), BS,
                                           "GPU", None, None)
     assert batch.events[1] == BlockRemoved((HASHES[3].to_bytes(8, "big"),), "GPU", None)
     assert batch.events[2] == AllBlocksCleared()
@@ -196,7 +197,7 @@ def test_decode_reads_vllms_map_form_and_the_array_form():
     arr = msgpack.packb([2.0, [["BlockStored", [digest], 5, list(range(BS)), BS, None, "GPU"],
                                ["BlockRemoved", [digest], None], ["AllBlocksCleared"]]])
     batch = decode_batch(arr)
-    assert batch.events[0] == BlockStored((digest[-8:],), (5).to_bytes(8, "big"), tuple(range(BS)), BS, "GPU")
+    assert batch.events[0] == BlockStored((digest[-8:],), (5).to_bytes(8, "big"), array("Q", range(BS)), BS, "GPU")
     assert batch.events[1] == BlockRemoved((digest[-8:],)) and batch.dp_rank is None
     assert block_key(int.from_bytes(digest[-8:], "big")) == digest[-8:]
 

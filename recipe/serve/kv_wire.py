@@ -11,6 +11,8 @@ replica holds. The subscriber is :mod:`recipe.serve.kv_events`.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +44,7 @@ class BlockStored:
     Attributes:
         keys: each block's :func:`block_key` (8 bytes).
         parent: the key of the block before the first one, or None (the first is a root block).
-        token_ids: the blocks' ids, ``block_size`` per block.
+        token_ids: the blocks' ids, ``block_size`` per block (an ``array('Q')``).
         block_size: tokens per block.
         medium: ``GPU``, ``CPU`` … or None; group: the KV-cache group index, or None.
         extra_keys: per block, the untagged extra keys vLLM publishes (LoRA name, ``(mm id,
@@ -51,7 +53,7 @@ class BlockStored:
 
     keys: tuple[bytes, ...]
     parent: bytes | None
-    token_ids: tuple[int, ...]
+    token_ids: Sequence[int]
     block_size: int
     medium: str | None = None
     group: int | None = None
@@ -152,9 +154,12 @@ def _event(raw: Any) -> Event | None:
         parent = f.get("parent_block_hash")
         ids = f.get("token_ids")
         size = f.get("block_size")
-        if not isinstance(ids, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                                         for i in ids):
-            raise MalformedBatch("token_ids is not a list of non-negative ints")
+        try:  # (array checks each id in C: an int in [0, 2**64), or a TypeError / OverflowError)
+            if not isinstance(ids, (list, tuple)):
+                raise TypeError
+            ids = array("Q", ids)
+        except (TypeError, OverflowError):
+            raise MalformedBatch("token_ids is not a list of non-negative ints") from None
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise MalformedBatch("block_size is not a positive int")
         if len(ids) != size * len(keys):
@@ -162,7 +167,7 @@ def _event(raw: Any) -> Event | None:
         extra = f.get("extra_keys")
         if extra is not None and (not isinstance(extra, (list, tuple)) or len(extra) != len(keys)):
             raise MalformedBatch("extra_keys does not have one entry per block")
-        return BlockStored(keys, None if parent is None else block_key(parent), tuple(ids), size,
+        return BlockStored(keys, None if parent is None else block_key(parent), ids, size,
                            _opt_str(f.get("medium"), "medium"), _opt_int(f.get("group_idx"), "group_idx"),
                            None if extra is None else tuple(extra))
     if tag == "BlockRemoved":
