@@ -1,10 +1,10 @@
-"""KV events from a real vLLM (this module sorts before test_real_engine.py, so it runs on the session engine
-before that module kills one) (tests/real_engine.py: vLLM 0.32 on the CPU with ``--kv-events-config``,
+"""KV events from a real vLLM (tests/real_engine.py: vLLM 0.32 on the CPU with ``--kv-events-config``,
 ``--prefix-caching-hash-algo sha256_cbor`` and ``PYTHONHASHSEED``): the block hashes it publishes for
 a prompt are recipe's vLLM keys for the same ids (with and without a cache salt), the index holds
 them per replica, and after ``/reset_prefix_cache`` (vLLM publishes ``AllBlocksCleared`` with its
 next scheduler step) the index drops them; through ``recipe serve`` a tenant's request lands in the
-index under the tenant's keys and ``/metrics`` names the replica's view."""
+index under the tenant's keys and ``/metrics`` names the replica's view. (The module's name sorts
+before test_real_engine.py, which kills its engine: this one runs on the session engine first.)"""
 
 from __future__ import annotations
 
