@@ -249,7 +249,9 @@ KEPT = 6  # socket ends a few pooled connections may hold open (see below)
 
 def test_an_answer_recipe_ends_at_a_stop_string_ends_the_engine_request(server, vllm):
     """recipe ends the answer at the stop string (the engine never sees it); vLLM must stop
-    generating within a second — for every request, leaving no connection open."""
+    generating within 3 s (a 3,000-token answer the engine kept generating would take it far longer
+    on the CPU; 1 s was missed by 0.02 s on a loaded machine) — for every request, leaving no
+    connection open."""
     client = _oai(server.url)
     msgs = [{"role": "user", "content": "Repeat."}]
     probe = client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=40, temperature=0, extra_body=OFF)
@@ -264,7 +266,7 @@ def test_an_answer_recipe_ends_at_a_stop_string_ends_the_engine_request(server, 
         else:
             c = client.chat.completions.create(**kw)
         assert c.choices[0].finish_reason == "stop" and stop not in c.choices[0].message.content
-        assert _idle(vllm, 1.0) <= 1.0
+        assert _idle(vllm, 3.0) <= 3.0
     n = 200
     t0 = time.monotonic()
     for i in range(n):
@@ -276,7 +278,7 @@ def test_an_answer_recipe_ends_at_a_stop_string_ends_the_engine_request(server, 
             assert [c.choices[0].finish_reason for c in out if c.choices][-1] == "stop"
         else:
             assert out.choices[0].finish_reason == "stop"
-    assert _idle(vllm, 1.0) <= 1.0
+    assert _idle(vllm, 3.0) <= 3.0
     # A connection left open per request (the defect: one per answer recipe ended) would grow with
     # the requests; what may stay is a constant: open_sockets counts both ends of a loopback
     # connection, and the engine client keeps its pooled keep-alive connection, which the background
