@@ -13,15 +13,37 @@ from typing import Any
 from recipe.api import common
 from recipe.api.engine_sampling import extra_sampling, values_of
 from recipe.api.chat_wire import (
-    FilePart, ImagePart, AssistantMsg, ChatCompletionRequest, Content, DeveloperMsg, LatestReminderMsg, RFJsonObject,
-    RFRegex, RFText, SystemMsg, TextPart, ToolMsg, UserMsg, parse_chat_request,
+    FilePart,
+    ImagePart,
+    AssistantMsg,
+    ChatCompletionRequest,
+    Content,
+    DeveloperMsg,
+    LatestReminderMsg,
+    RFJsonObject,
+    RFRegex,
+    RFText,
+    SystemMsg,
+    TextPart,
+    ToolMsg,
+    UserMsg,
+    parse_chat_request,
 )
 from recipe.api.reuse import MemoMatch, strings_only
 from recipe.api.images import Piece, file_data_url, image_from_url, join_with_images
 from recipe.api.wire import check_u32
 from recipe.conversation import (
-    AssistantMessage, Conversation, ImagePlaceholder, LatestReminderMessage, Message, ResponseFormat, SystemMessage,
-    ToolCall, ToolDefinition, ToolMessage, UserMessage,
+    AssistantMessage,
+    Conversation,
+    ImagePlaceholder,
+    LatestReminderMessage,
+    Message,
+    ResponseFormat,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
 )
 from recipe.encodings.base import RequestRules
 from recipe.encodings.table import get_encoding
@@ -305,9 +327,17 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: Me
     if match is not None and each is not None:
         match.remember(req.messages, rules, each, _by_eq)
     return common.new_conversation(
-        messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages, tools=tools,
-        tool_choice=tool_choice, thinking=thinking, reasoning_effort=effort, response_format=rf, max_tokens=max_tokens,
-        stop=stop, sampling=sampling, parallel_tool_calls=req.parallel_tool_calls is not False)
+        messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        thinking=thinking,
+        reasoning_effort=effort,
+        response_format=rf,
+        max_tokens=max_tokens,
+        stop=stop,
+        sampling=sampling,
+        parallel_tool_calls=req.parallel_tool_calls is not False,
+    )
 
 
 def _dropped(m: Message) -> bool:

@@ -31,7 +31,14 @@ from orjson import dumps as _orjson_dumps
 from recipe.jsonfmt import dumps_wire
 
 from recipe.output.events import (
-    Finish, OutputEvent, ParsedOutput, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStart, sse_done,
+    Finish,
+    OutputEvent,
+    ParsedOutput,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallStart,
+    sse_done,
 )
 
 from recipe.api.encoder import HOLE, frame_template

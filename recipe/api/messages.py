@@ -24,15 +24,44 @@ from typing import Any
 from recipe.api import common
 from recipe.api.engine_sampling import extra_sampling, read_seed, values_of
 from recipe.api.messages_wire import (
-    Base64ImageSource, FileImageSource, CustomTool, DocumentBlock, ImageBlock, MessageParam, MessagesRequest,
-    RedactedThinkingBlock, ServerTool, ServerToolUseBlock, SystemTextBlock, TextBlock, ThinkingBlock,
-    ToolAdditionBlock, ToolChoiceAny, ToolChoiceAuto, ToolChoiceNone, ToolChoiceTool, ToolReferenceBlock,
-    ToolResultBlock, ToolUseBlock, WebSearchToolResultBlock, parse_messages_request,
+    Base64ImageSource,
+    FileImageSource,
+    CustomTool,
+    DocumentBlock,
+    ImageBlock,
+    MessageParam,
+    MessagesRequest,
+    RedactedThinkingBlock,
+    ServerTool,
+    ServerToolUseBlock,
+    SystemTextBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolAdditionBlock,
+    ToolChoiceAny,
+    ToolChoiceAuto,
+    ToolChoiceNone,
+    ToolChoiceTool,
+    ToolReferenceBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    WebSearchToolResultBlock,
+    parse_messages_request,
 )
 from recipe.api.images import Piece, image_from_base64, image_from_messages_url, join_with_images
 from recipe.conversation import (
-    AssistantMessage, Conversation, ImagePlaceholder, ImageSource, Message, ResponseFormat, SystemMessage, ToolCall,
-    ToolChoice, ToolDefinition, ToolMessage, UserMessage,
+    AssistantMessage,
+    Conversation,
+    ImagePlaceholder,
+    ImageSource,
+    Message,
+    ResponseFormat,
+    SystemMessage,
+    ToolCall,
+    ToolChoice,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
 )
 from recipe.encodings.base import RequestRules
 from recipe.encodings.table import get_encoding
@@ -505,6 +534,14 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         seed = read_seed(req.seed)
     sampling = common.sampling(thinking, tools, req.temperature, req.top_p, seed=seed, rule=rules.top_p, extra=extra)
     return common.new_conversation(
-        messages=messages, tools=tools, tool_choice=tool_choice, thinking=thinking, reasoning_effort=effort,
-        response_format=response_format, max_tokens=max_tokens, stop=stop, sampling=sampling,
-        parallel_tool_calls=not getattr(tc, "disable_parallel_tool_use", None))
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        thinking=thinking,
+        reasoning_effort=effort,
+        response_format=response_format,
+        max_tokens=max_tokens,
+        stop=stop,
+        sampling=sampling,
+        parallel_tool_calls=not getattr(tc, "disable_parallel_tool_use", None),
+    )

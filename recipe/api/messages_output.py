@@ -31,7 +31,14 @@ from recipe.jsonfmt import dumps_wire
 
 from recipe.cache.usage import PromptUsage
 from recipe.output.events import (
-    Finish, OutputEvent, ParsedOutput, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart,
+    Finish,
+    OutputEvent,
+    ParsedOutput,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
 )
 
 from recipe.api.encoder import HOLE, frame_template

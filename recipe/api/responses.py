@@ -34,17 +34,47 @@ import orjson
 
 from recipe.api import common, tool_search
 from recipe.api.engine_sampling import extra_sampling, read_seed, values_of
-from recipe.api.apply_patch import APPLY_PATCH_DESCRIPTIONS, APPLY_PATCH_NAME, APPLY_PATCH_PARAMETERS
+from recipe.api.apply_patch import (
+    APPLY_PATCH_DESCRIPTIONS,
+    APPLY_PATCH_NAME,
+    APPLY_PATCH_PARAMETERS,
+)
 from recipe.api.responses_wire import (
-    CustomTool, CustomToolCallItem, CustomToolCallOutputItem, FormatJsonObject, FormatText, FunctionCallItem,
-    FunctionCallOutputItem, FunctionTool, InputFile, InputImage, InputText, MessageItem, NamespaceTool, OutputText,
-    ReasoningItem, ResponsesRequest, TextConfig, ToolSearchCallItem, ToolSearchOutputItem, WebSearchChoice,
+    CustomTool,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
+    FormatJsonObject,
+    FormatText,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    InputFile,
+    InputImage,
+    InputText,
+    MessageItem,
+    NamespaceTool,
+    OutputText,
+    ReasoningItem,
+    ResponsesRequest,
+    TextConfig,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
+    WebSearchChoice,
     parse_responses_request,
 )
 from recipe.api.images import Piece, image_from_url, join_with_images
 from recipe.conversation import (
-    AssistantMessage, Conversation, ImagePlaceholder, ImageSource, Message, ResponseFormat, SystemMessage, ToolCall,
-    ToolDefinition, ToolMessage, UserMessage,
+    AssistantMessage,
+    Conversation,
+    ImagePlaceholder,
+    ImageSource,
+    Message,
+    ResponseFormat,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
 )
 from recipe.encodings.base import RequestRules
 from recipe.encodings.table import get_encoding
@@ -515,6 +545,14 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
     if found:
         messages = common.resolve_systems(messages, tools)
     return common.new_conversation(
-        messages=tuple(messages), tools=tools, tool_choice=tool_choice, thinking=thinking, reasoning_effort=effort,
-        response_format=rf, max_tokens=max_tokens, stop=(), sampling=sampling,
-        parallel_tool_calls=req.parallel_tool_calls is not False)
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=tool_choice,
+        thinking=thinking,
+        reasoning_effort=effort,
+        response_format=rf,
+        max_tokens=max_tokens,
+        stop=(),
+        sampling=sampling,
+        parallel_tool_calls=req.parallel_tool_calls is not False,
+    )

@@ -41,12 +41,26 @@ from recipe.api.chat_output import _lp  # the same log-probability entry shape a
 from recipe.api.responses import namespace_tool_map
 from recipe.encodings.table import get_encoding
 from recipe.api.responses_wire import (
-    CustomTool, FormatJsonObject, FormatJsonSchema, FunctionTool, IgnoredTool, NamedChoice, NamespaceTool,
-    WebSearchChoice, WebSearchTool,
+    CustomTool,
+    FormatJsonObject,
+    FormatJsonSchema,
+    FunctionTool,
+    IgnoredTool,
+    NamedChoice,
+    NamespaceTool,
+    WebSearchChoice,
+    WebSearchTool,
 )
 from recipe.cache.usage import PromptUsage
 from recipe.output.events import (
-    Finish, OutputEvent, ParsedOutput, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart,
+    Finish,
+    OutputEvent,
+    ParsedOutput,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
 )
 
 from recipe.api.encoder import HOLE, frame_template

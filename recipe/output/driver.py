@@ -33,7 +33,13 @@ from types import MappingProxyType
 from typing import Any
 
 from recipe.api.chat_output import ChatEncoder
-from recipe.api.encoder import ChannelLogprobs, ResponseMeta, StreamEncoder, TokenLogprob, new_response_id
+from recipe.api.encoder import (
+    ChannelLogprobs,
+    ResponseMeta,
+    StreamEncoder,
+    TokenLogprob,
+    new_response_id,
+)
 from recipe.api.messages_output import MessagesEncoder
 from recipe.api.prepared import PreparedRequest
 from recipe.api.responses_output import ResponsesEncoder
@@ -41,7 +47,14 @@ from recipe.encodings.table import get_encoding
 from recipe.jsonfmt import parse_json_value
 from recipe.schema.validation import validate_instance
 from recipe.output.events import (
-    Finish, OutputEvent, ParsedOutput, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart,
+    Finish,
+    OutputEvent,
+    ParsedOutput,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallEnd,
+    ToolCallStart,
     accumulate,
 )
 from recipe.tokenizer import Tokenizer
