@@ -33,6 +33,9 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     (["--alias", "broken"], "NAME=TARGET"),
     (["--max-concurrency", "0"], "integer >= 1"),
     (["--idle-timeout", "-1"], "seconds"),
+    (["--schema-limit", "max_nodes=5"], "NAME one of max_schema_nodes"),
+    (["--schema-limit", "max_enum_values"], "want NAME=N"),
+    (["--schema-limit", "max_enum_values=0"], "integer >= 1"),
 ])
 def test_bad_flags_exit_2_with_one_line(args, why, capsys):
     from recipe.cli.main import main
@@ -114,6 +117,26 @@ def test_aliases_body_limit_and_unknown_routes(tmp_path):
             r = c.get("/v1/nothing")
             assert r.status_code == 404 and "Unknown route" in r.json()["error"]["message"]
             assert c.get("/health").json()["status"] == "ok"
+
+
+def test_schema_limit_flags_set_the_servers_bounds(tmp_path):
+    """``--schema-limit max_enum_values=3``: a tool whose enum has 4 values is the API's 400 naming
+    the limit and the field; 3 values are served. The other limits keep their defaults."""
+    script = write_replay(tmp_path / "r.jsonl", [{"text": "Hi." + EOS}] * 2)
+
+    def body(n: int) -> dict:
+        params = {"type": "object", "properties": {"a": {"enum": list(range(n))}}}
+        return {"model": MODEL, "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]}
+
+    with cli_server("--engine", f"replay:{script}", "--store", "memory", "--schema-limit", "max_enum_values=3") as (url, _):
+        with httpx.Client(base_url=url, timeout=30) as c:
+            r = c.post("/v1/chat/completions", json=body(4))
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert "max_enum_values" in err["message"] and err["param"] == "tools[0].function.parameters.properties.a.enum"
+            r = c.post("/v1/chat/completions", json=body(3))
+            assert r.status_code == 200, r.text
 
 
 def test_sigterm_drains_in_flight_streams_then_exits_0(tmp_path):

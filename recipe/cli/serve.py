@@ -75,6 +75,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _schema_limit(text: str) -> tuple[str, int]:
+    """argparse type: ``NAME=N``, one field of :class:`recipe.options.SchemaLimits` and a positive integer."""
+    from dataclasses import fields
+
+    from recipe.options import SchemaLimits
+
+    name, sep, value = text.partition("=")
+    names = [f.name for f in fields(SchemaLimits)]
+    if not sep or name not in names:
+        raise argparse.ArgumentTypeError(f"{text!r}: want NAME=N with NAME one of {', '.join(names)}")
+    return name, _positive(value)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve`` to the ``recipe`` command."""
     p = subparsers.add_parser("serve", help="run the OpenAI / Anthropic compatible server over an engine")
@@ -91,7 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "[&kv_hash_seed=S], so routing reads its cache exactly (vLLM's --kv-events-config with "
                         "--prefix-caching-hash-algo sha256_cbor; needs dsrecipe[fleet]); other replicas are routed on "
                         "an estimate: the requests sent to them")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--api-keys", metavar="FILE", help="API keys -> tenants (default: open server)")
     p.add_argument("--store", metavar="URL", default=None,
@@ -120,10 +133,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--alias", action="append", default=[], metavar="NAME=TARGET[:thinking|:chat]",
                    help="another model name (repeatable)")
     p.add_argument("--max-body-bytes", type=_positive, metavar="N", help="request body limit (default 8 MiB)")
-    p.add_argument("--connect-timeout", type=_seconds, default=10.0, metavar="S")
-    p.add_argument("--first-token-timeout", type=_seconds, default=600.0, metavar="S")
-    p.add_argument("--idle-timeout", type=_seconds, default=120.0, metavar="S", help="longest gap between deltas")
-    p.add_argument("--total-timeout", type=_seconds, default=3600.0, metavar="S")
+    p.add_argument("--schema-limit", action="append", default=[], type=_schema_limit, metavar="NAME=N",
+                   help="raise or lower one bound on a request's JSON Schemas (repeatable): max_schema_nodes "
+                        "(default 20000), max_schema_properties (1000), max_enum_values (1000), max_size_bound "
+                        "(10000), max_grammar_bytes (4194304); a request past one is a 400 naming it")
+    p.add_argument("--connect-timeout", type=_seconds, default=10.0, metavar="S",
+                   help="seconds to open a connection to an engine (default 10; 0 or off: none)")
+    p.add_argument("--first-token-timeout", type=_seconds, default=600.0, metavar="S",
+                   help="seconds from sending a request to the engine's first delta, prefill included (default 600)")
+    p.add_argument("--idle-timeout", type=_seconds, default=120.0, metavar="S",
+                   help="longest gap between deltas in seconds (default 120)")
+    p.add_argument("--total-timeout", type=_seconds, default=3600.0, metavar="S",
+                   help="seconds a whole generation may take (default 3600)")
     p.add_argument("--constrain", choices=("off", "format", "full"), default="full",
                    help="what engines enforce: full (default) the grammar of the whole turn (reasoning, tool "
                         "calls, response_format), format response_format only, off nothing")
@@ -258,12 +279,17 @@ def build(ns: argparse.Namespace) -> Any:
             from dataclasses import replace
 
             options = replace(options, max_body_bytes=ns.max_body_bytes)
+        limits = None
+        if ns.schema_limit:
+            from recipe.options import SchemaLimits
+
+            limits = SchemaLimits(**dict(ns.schema_limit))
         timeouts = Timeouts(ns.connect_timeout, ns.first_token_timeout, ns.idle_timeout, ns.total_timeout)
         config = ServeConfig(timeouts=timeouts, max_concurrency=ns.max_concurrency, drain_seconds=ns.drain_seconds,
                              constrain=ns.constrain, probe_seconds=ns.probe_seconds,
                              render_only=ns.render_only, routing=ns.routing,
                              metrics_interval=ns.metrics_interval, max_model_len=ns.max_model_len,
-                             vocabulary=ns.vocabulary)
+                             vocabulary=ns.vocabulary, schema_limits=limits)
     except ValueError as exc:
         raise _Bad(str(exc)) from None
     try:
