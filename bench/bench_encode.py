@@ -32,11 +32,11 @@ most (b)'s ratio can reach with this tokenizer).
 Every workload runs for DeepSeek-V4 (the default model) and for DeepSeek-V4.1 (``--families``; the
 bodies name ``deepseek-v4.1-flash``, both sides use the synthetic V4.1-shaped vocabulary, since no
 V4.1 tokenizer.json is public, and deepseek-recipe runs its V4.1 path); a V4.1 row's ratio should
-be at least its V4 row's (issue 11), printed per case with the same condition in times (recipe's
+be at least its V4 row's, printed per case with the same condition in times (recipe's
 V4.1/V4 time must not exceed deepseek-recipe's: a cost both families share cannot change it).
-Targets (issue 16): (a) >= 3, (b) >= 3, (c) >= 20. Pin it (``taskset -c 1``) on a shared machine.
+Targets: (a) >= 3, (b) >= 3, (c) >= 20. Pin it (``taskset -c 1``) on a shared machine.
 
-Earlier generations (issue 15; ``--workload earlier`` runs just these, ``v4`` just the two above):
+Earlier generations (``--workload earlier`` runs just these, ``v4`` just the two above):
 the agentic workload's short request and long conversation sent as ``deepseek-r1`` and
 ``deepseek-v3.2``, against transformers' ``apply_chat_template`` on the R1-0528 template + HF
 ``tokenizers`` (R1), and the V3.2 reference prompt + transformers' tokenizer call (V3.2;

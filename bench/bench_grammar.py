@@ -4,7 +4,7 @@
 recipe's grammar (Lark, matched by llguidance on recipe's vocabulary) side by side, in the same run,
 with xgrammar's built-in ``deepseek_v4`` structural tag and with recipe's own structural tag compiled
 by xgrammar, when xgrammar is installed (``pip install -e '.[xgrammar]'``; it pulls in torch). Without
-xgrammar the ratios are against the targets of issue 14:
+xgrammar the ratios are against these targets:
 
 * compile ≤ 10 ms for ≤ 8 tools on a cache miss (grammar text + llguidance matcher), ≤ 50 µs on a hit
   (2 and 8 tools of one shape, 8 mixed tools, and 64 tools without a target);

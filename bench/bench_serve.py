@@ -44,7 +44,7 @@ For each point (concurrent streams × ids per engine delta), interleaving the se
   and the client, and so shows how much of "added" is the server's own work.
 
 Prints medians [min–max] over the repetitions and the ratio recipe/anchor (> 1: recipe does more
-tokens per core). Targets (issue 13): ratio ≥ 2 at every point; recipe's added TTFT p99 ≤ 2 ms at 16
+tokens per core). Targets: ratio ≥ 2 at every point; recipe's added TTFT p99 ≤ 2 ms at 16
 streams. The machine may be shared: the CPU-time ratio is robust to that, latencies are not (client,
 background, engine and servers share the machine's cores). On Linux with autogroup scheduling
 (``/proc/sys/kernel/sched_autogroup_enabled``), ``nice`` does not shield the bench from other

@@ -4,7 +4,7 @@ Each row starts N fresh processes, rows interleaved (row 1 run 1, row 2 run 1, .
 and prints the wall time median [min–max] and the median CPU time (user + system of the child) —
 the CPU time moves less than the wall time on a loaded machine. The anchor is the same work done
 by deepseek-recipe 0.2.0 in a fresh process (import, load the same ``tokenizer.json``, convert and
-encode the request), measured in the same run. Targets (issue 10): ``import recipe`` ≤ 0.25 s and
+encode the request), measured in the same run. Targets: ``import recipe`` ≤ 0.25 s and
 ``recipe render --example hello`` ≤ 0.4 s wall with a warm rank cache.
 
 Rank cache rows: *warm* reads the merged ranks from a cache directory filled before the run;

@@ -220,7 +220,7 @@ def _build_tools(entries: Sequence[_ToolEntry], enforce_strict: bool = True) -> 
         parameters = e.parameters
         if parameters is None and e.strict:
             # The parity target normalises a strict tool without parameters to the empty object
-            # schema; common.build_tool would print {} (see the report on issue 4).
+            # schema; common.build_tool would print {} instead.
             parameters = {"type": "object"}
         tool = common.build_tool(e.name, e.description, parameters, e.strict, e.field, check_name=e.namespace is None,
                                  enforce_strict=enforce_strict)

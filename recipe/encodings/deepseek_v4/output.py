@@ -15,7 +15,7 @@ trailing newlines at the end are kept; a bare ``<｜DSML｜invoke …>`` (no wra
 a well-formed call of an undeclared tool is a call (flagged ``undeclared_tool``); stop sequences
 apply to content only and cut before the match.
 
-**Malformed output** (issue 12; docs/streaming.md "Malformed model output"): no call the model
+**Malformed output** (docs/streaming.md "Malformed model output"): no call the model
 did not validly make, no character lost. A block opener, an undeclared tool's invoke and a strict
 tool's invoke are held (:mod:`.output_hold`) until they are known to be a call, else they are
 content; a parameter without ``string=`` is inferred, one named twice keeps its first value (the
@@ -82,7 +82,7 @@ the ending); the other states and services live beside it, as mixins sharing its
    the content is kept unchanged (``json_not_found``): prose before the JSON is not stripped
    (the target strips it, and drops content without ``{``/``[`` entirely). A value that never
    closes is kept as streamed (``json_incomplete``). Reasoning is never touched.
-10. Issue 12 (docs/streaming.md deviations 17–21): a later ``</think>`` is kept as text; a
+10. Malformed output (docs/streaming.md deviations 17–21): a later ``</think>`` is kept as text; a
     repeated parameter keeps its first value; a parameter without ``string=`` is read; an
     undeclared tool's invoke is a call only when well-formed, a strict tool's only with its
     required parameters; role tokens are text and end all structure.

@@ -1,7 +1,7 @@
 """Exact tool-call markup held back until it is known to be a valid call (the ``HOLD`` state).
 
 The exact format streams a call from its invoke tag on. Three openings are held instead, because
-only what follows decides whether the model made a call at all (issue 12):
+only what follows decides whether the model made a call at all:
 
 * a block opener ``<｜DSML｜tool_calls>``: its text is markup only if the block holds a call, so it
   is held until the first invoke tag (**go**) or anything else (**no-go**: the opener is content;

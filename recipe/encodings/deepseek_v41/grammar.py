@@ -3,7 +3,7 @@
 V4.1 writes V4's output format (:mod:`recipe.encodings.deepseek_v4.grammar`) with the spaced DSML tag
 names (``<｜DSML｜ calls>``, `` invoke``, `` parameter``; ``｜DSML｜`` is the same marker token), as
 its prompt's tools block teaches and its required / named prefill opens (``<｜DSML｜ calls>\\n``).
-Only that spelling is in the grammar: the output parser reads V4's too (issue 12: every model, mixed
+Only that spelling is in the grammar: the output parser reads V4's too (every model reads every spelling, mixed
 blocks), but a constrained decoder holds the model to the format its prompt asks for, as the V4
 grammar accepts only V4's spelling. Free text also excludes V4.1's own template tokens
 (``<｜System｜>``, ``<｜image｜>``) besides V4's.
