@@ -187,9 +187,12 @@ def _same_messages(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Exact equality of two message tuples: one C-speed ``==`` when every class is plain (the
     Conversation message types but :class:`~recipe.conversation.SystemMessage`, whose V4.1 tool
     additions hold tool schemas), else ``==`` for the messages of plain classes and :func:`_same`
-    for the others, message by message."""
+    for the others, message by message. The very same objects (an agent loop's messages that the
+    message memo gave back, :mod:`recipe.api.reuse`) are equal at once."""
     if len(a) != len(b):
         return False
+    if all(map(operator.is_, a, b)):
+        return True
     classes = set(map(type, a))
     if all(map(_plain, classes)):
         return tuple(map(type, a)) == tuple(map(type, b)) and a == b

@@ -131,8 +131,10 @@ def _convert_and_pair(msgs: list[Any], rules: RequestRules, interleaved: bool = 
         conv = reused[i] if i < n_reused else None
         if conv is None:
             conv = _message(i, m, rules)
-        if each is not None:
-            each.append(conv if _pure(m) else None)
+            if each is not None:
+                each.append(conv if _pure(m) else None)
+        elif each is not None:
+            each.append(conv)  # (only pure conversions are kept)
         if type(m) is ToolMsg:
             out.append(conv)
             if pending is None:

@@ -56,19 +56,19 @@ class SchemaBudget:
         stack: list[tuple[Any, str, bool]] = [(schema, field, False)]
         while stack:
             node, path, schemas_map = stack.pop()
-            if isinstance(node, Mapping):
+            if type(node) is dict or isinstance(node, Mapping):  # (a dict first: an ABC check costs more)
                 self._count(path)
                 if not schemas_map:
                     self._check_node(node, path)
                 for key, value in node.items():
                     if not schemas_map and key in _DATA:
                         continue  # values, not schemas (bounded by the body size)
-                    if isinstance(value, (Mapping, list)):
+                    if _container(value):
                         stack.append((value, f"{path}.{key}", not schemas_map and key in _SCHEMA_MAPS))
             elif isinstance(node, list):
                 self._count(path)
                 for i, value in enumerate(node):
-                    if isinstance(value, (Mapping, list)):
+                    if _container(value):
                         stack.append((value, f"{path}.{i}", False))
 
     def _check_node(self, node: Mapping[str, Any], path: str) -> None:
@@ -93,6 +93,13 @@ class SchemaBudget:
 
 
 _DATA = frozenset({"enum", "const", "default", "examples"})
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _container(value: Any) -> bool:
+    """A mapping or a list (JSON's own types by one type check, before the ABC's)."""
+    t = type(value)
+    return t is dict or t is list or (t not in _SCALARS and isinstance(value, (Mapping, list)))
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties", "dependentSchemas"})
 
 
