@@ -94,13 +94,6 @@ class Prompt:
         return out
 
 
-#: One shared ``int`` object per token id the segment caches hold (at most one per id of a
-#: vocabulary): a long prompt repeats a few thousand distinct ids, so the ids it is made of (and the
-#: prompt cache's copies of them) refer to a few thousand objects instead of one per token — a
-#: quarter of the memory, and copying or scanning 100k cached ids touches memory that stays in cache.
-_SHARED_IDS: dict[int, int] = {}
-
-
 class SegmentCache:
     """Exact, memory-bounded cache: plain-text chunk -> its ``encode_ordinary`` ids.
 
@@ -108,7 +101,7 @@ class SegmentCache:
     exactly what encoding would (text is only ever split at special tokens). Bounded by ``max_chars``:
     the characters held plus :data:`ENTRY_COST` per entry (default 16 Mi, roughly 50–80 MB); least
     recently used chunks are evicted first. Chunks shorter than ``min_chars`` are encoded directly.
-    The cached ids are shared ``int`` objects (one per id value). Thread-safe.
+    Thread-safe.
     """
 
     ENTRY_COST = 64
@@ -138,8 +131,7 @@ class SegmentCache:
                 pass
             self.hits += 1
             return ids
-        encoded = tokenizer.encode_ordinary(text)
-        ids = tuple(map(_SHARED_IDS.setdefault, encoded, encoded))
+        ids = tuple(tokenizer.encode_ordinary(text))
         with self._lock:
             self.misses += 1
             if len(text) <= self.max_chars and key not in self._data:
