@@ -20,7 +20,8 @@ same process. Two workloads of bench/gen.py, each with three cases:
   collections meanwhile; so before (c) the bench runs ``gc.collect()`` (as it does before (b)),
   instead of timing (c) while the long request's fresh containers (its 100k-id tuple, once) are
   still young. ``--no-gap`` times (c) straight after the long request, that collection included
-  (≈ 1.5 ms of a 4.5 ms call on this machine).
+  when one runs during the call (≈ 1.5 ms on this machine; in most rounds none does, the next
+  request reusing the earlier one's validated messages allocates little).
 
 Each round runs every case once per side, back to back, alternating which side goes first, and
 yields one ratio (deepseek-recipe time / recipe time) per case; (a) times 200 calls per side per

@@ -10,7 +10,7 @@ Two workloads of bench/gen.py, a fresh conversation (seed) and a fresh ``PromptC
 * ``analyst``: an independent check that nothing is tuned to one generator — an analyst's chat
   (``--turns`` user questions, some as content-part arrays, prose answers with reasoning on some,
   tool calls on about half the turns with results from a few bytes to tens of kilobytes: JSON
-  hits, CSV rows, ticket threads, Markdown pages, log dumps; ``thinking`` switched on, ~90k
+  hits, CSV rows, ticket threads, Markdown pages, log dumps; ``thinking`` switched on, 75k–190k
   tokens); the next request adds the answer to the last question and the user's follow-up.
 
 Through the README's call path, ``recipe.prepare(body)`` with JSON text: the long request, then at
@@ -65,7 +65,7 @@ def run(name: str, rounds: int, turns: int, theirs: object) -> bool:
     """Print one workload's block; True when both medians reach the target."""
     long_request, next_request, title = WORKLOADS[name]
     ours_wall, ours_cpu, theirs_wall, theirs_cpu = [], [], [], []
-    tokens = 0
+    tokens: list[int] = []
     for r in range(rounds):
         long_req = long_request(turns, 1000 + r)
         long_body = json.dumps(long_req, ensure_ascii=False)
@@ -79,11 +79,11 @@ def run(name: str, rounds: int, turns: int, theirs: object) -> bool:
         theirs_wall.append(w)
         theirs_cpu.append(c)
         assert prep.token_ids == ids, f"{name} round {r}: ids differ"  # type: ignore[attr-defined]
-        tokens = len(ids)  # type: ignore[arg-type]
+        tokens.append(len(ids))  # type: ignore[arg-type]
     wall = [t / o for o, t in zip(ours_wall, theirs_wall)]
     cpu = [t / o for o, t in zip(ours_cpu, theirs_cpu)]
     met = statistics.median(cpu) >= 20 and statistics.median(wall) >= 20
-    print(f"next turn of a {turns}-turn {title} ({tokens} tokens), fresh PromptCache, no gc gap; "
+    print(f"next turn of a {turns}-turn {title} ({_span(tokens, 1, 0)} tokens), fresh PromptCache, no gc gap; "
           f"{rounds} rounds, load average {os.getloadavg()[0]:.1f}")
     print(f"  recipe ms           wall {_span(ours_wall)}  cpu {_span(ours_cpu)}")
     print(f"  deepseek-recipe ms  wall {_span(theirs_wall, digits=1)}  cpu {_span(theirs_cpu, digits=1)}")

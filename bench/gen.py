@@ -395,7 +395,8 @@ def analyst_chat_request(turns: int = 50, seed: int = 21) -> dict[str, Any]:
     turn (some as content-part arrays), assistant answers in prose (reasoning on some), the last
     question not answered yet, tool calls on about half the turns with results of widely varied sizes (JSON search hits, CSV rows, ticket
     threads, Markdown pages, log dumps), thinking switched on by ``thinking`` (no effort), a
-    temperature and a completion limit (≈ 80–100k prompt tokens at 50 turns)."""
+    temperature and a completion limit (75k–190k prompt tokens at 50 turns, ≈ 135k typical: the
+    result sizes vary that much from seed to seed)."""
     rng = random.Random(seed)
     msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a data analyst for the support and platform teams. "
                                    "Cite the tool output you rely on, say when data is missing, and keep answers under 300 words."}]
