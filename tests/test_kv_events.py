@@ -27,20 +27,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 from recipe.cache.index import MemoryPrefixIndex, RedisPrefixIndex  # noqa: E402
 from recipe.serve.engines import engine_from_spec  # noqa: E402
-from recipe.serve.kv_events import (  # noqa: E402
-    EVENTS_NAMESPACE,
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
-    KVEventsSource,
-    KVEventSubscriber,
-    MalformedBatch,
-    MemorySink,
-    ReplicaBlocks,
-    RedisSink,
-    block_key,
-    decode_batch,
-)
+from recipe.serve.kv_events import EVENTS_NAMESPACE, KVEventsSource, KVEventSubscriber, MemorySink, RedisSink  # noqa: E402
+from recipe.serve.kv_wire import AllBlocksCleared, BlockRemoved, BlockStored, MalformedBatch, ReplicaBlocks  # noqa: E402
+from recipe.serve.kv_wire import block_key, decode_batch  # noqa: E402
 from recipe.serve.pool import ReplicaPool  # noqa: E402
 
 SEED = "0"

@@ -52,18 +52,11 @@ from recipe.serve.kv_wire import (
     decode_batch,
 )
 
+# The event batch's wire types and decoder live in recipe.serve.kv_wire.
 __all__ = [
     "EVENTS_NAMESPACE",
     "DEFAULT_HASH_SEED",
     "KVEventsSource",
-    "BlockStored",
-    "BlockRemoved",
-    "AllBlocksCleared",
-    "EventBatch",
-    "MalformedBatch",
-    "decode_batch",
-    "block_key",
-    "ReplicaBlocks",
     "BlockSink",
     "MemorySink",
     "RedisSink",
