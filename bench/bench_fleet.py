@@ -24,8 +24,11 @@ tokens a 64-replica sweep sends would dominate the run. The router side is recip
 (``routing="cost"`` with ``--weights`` / ``"prefix"``), over the same in-memory prefix index
 ``recipe serve`` keeps (the routed-keys estimate), with the replicas' in-flight counts and their
 engine load (running + waiting, KV usage) "scraped" every ``--scrape`` simulated seconds.
-``recipe-exact`` is the same rule over an index that holds exactly what each replica's cache holds
-(the LRU's inserts and evictions feed it), as a KV-event-fed index would. The other policies:
+``recipe-events`` is the same rule reading each replica's cache exactly, as ``recipe serve`` does
+for a vLLM replica that publishes KV events: every change of a replica's LRU cache is a batch of
+``BlockStored`` / ``BlockRemoved`` events applied by its :class:`recipe.serve.kv_events.KVEventSubscriber`
+(its block set, then its sink into the pool's index), and the pool looks the prompt up in the
+events' namespace. The other policies:
 
 - round-robin; least-loaded (fewest requests in flight, ties to the fewest served);
 - SGLang's router, cache-aware policy with its defaults (``cache_threshold`` 0.3,
@@ -68,8 +71,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import recipe.serve.kv_events as kv_events_module
 import recipe.serve.pool as pool_module
 from recipe.cache.keys import KeySet, block_keys, cached_prompt_tokens
+from recipe.serve.kv_events import BlockRemoved, BlockStored, EventBatch, KVEventsSource, KVEventSubscriber, MemorySink
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.routing import EngineLoad, RoutingWeights
 
@@ -227,11 +232,16 @@ class Prompt(Sequence[int]):
     """A prompt as :meth:`ReplicaPool.route` sees it: its length and (through :func:`_keys`) its
     block keys. It has no token ids; indexing it is an error."""
 
-    __slots__ = ("n", "keyset")
+    __slots__ = ("n", "keyset", "ids")
 
     def __init__(self, n: int, keys: Sequence[int]) -> None:
         self.n = n
+        self.ids = keys
         self.keyset = KeySet("sim", BLOCK, tuple(keys))  # type: ignore[arg-type]
+
+    def event_keys(self) -> KeySet:
+        """The keys as a KV-event subscriber looks them up (8 bytes each, as vLLM publishes them)."""
+        return KeySet("vllm", BLOCK, tuple(_event_key(k) for k in self.ids))
 
     def __len__(self) -> int:
         return self.n
@@ -240,13 +250,18 @@ class Prompt(Sequence[int]):
         raise TypeError("a simulated prompt has no token ids")
 
 
+def _event_key(k: int) -> bytes:
+    return k.to_bytes(8, "big")
+
+
 def _keys(token_ids: Any, spec: Any, extras: Any = None) -> KeySet:
     if isinstance(token_ids, Prompt):
-        return token_ids.keyset
+        return token_ids.event_keys() if spec.scheme == "vllm" else token_ids.keyset
     return block_keys(token_ids, spec, extras)
 
 
 pool_module.block_keys = _keys  # the pool hashes nothing in the simulator: the keys come with the prompt
+kv_events_module.block_keys = _keys  # and so do a KV-event subscriber's lookup keys
 
 
 class _Engine:
@@ -331,9 +346,11 @@ class Replica:
     active: dict[int, int] = field(default_factory=dict)  # block id -> its requests in flight (KV in use)
     served: int = 0
 
+    feed: Any = None  # its KV-event publisher (recipe-events): called with (stored, removed) block ids
+
     def hold(self, prompt_keys: Sequence[int], all_keys: Sequence[int], exact: Holders | None) -> int:
         """Leading ``prompt_keys`` cached; then ``all_keys`` are inserted (LRU), evicting the least
-        recently used beyond capacity (``exact`` follows both)."""
+        recently used beyond capacity (``exact`` and ``feed`` follow both)."""
         cache = self.cache
         hit = 0
         for k in prompt_keys:
@@ -350,10 +367,14 @@ class Replica:
                 new.append(k)
         if exact is not None:
             exact.add(new, self.index)
+        removed = []
         while len(cache) > self.kv_blocks:
             k, _ = cache.popitem(last=False)
+            removed.append(k)
             if exact is not None:
                 exact.drop(k, self.index)
+        if self.feed is not None and (new or removed):
+            self.feed(new, removed)
         return hit
 
 
@@ -369,14 +390,17 @@ class Router:
         self.policy, self.reps, self.n = policy, reps, len(reps)
         self.rr = 0
         self.pool: ReplicaPool | None = None
-        if policy in ("recipe-cost", "recipe-exact", "longest-prefix"):
+        if policy in ("recipe-cost", "recipe-events", "longest-prefix"):
             routing = "prefix" if policy == "longest-prefix" else "cost"
             self.pool = ReplicaPool([_Engine(f"r{i}") for i in range(self.n)], routing=routing, weights=weights)
-        self.exact = Holders(self.n) if policy in ("dynamo-kv", "recipe-exact") else None
+        self.exact = Holders(self.n) if policy == "dynamo-kv" else None
         self.tree = Holders(self.n) if policy == "sglang-cache-aware" else None
-        if policy == "recipe-exact":
+        if policy == "recipe-events":
             assert self.pool is not None
-            self.pool.index = _ExactIndex(self.exact)  # type: ignore[arg-type]
+            for r, rep in zip(self.pool.replicas, reps):
+                r.events = KVEventSubscriber(r.name, KVEventsSource("inproc://sim"), MemorySink(self.pool.index))
+                r.events.connected = True  # following its (simulated) publisher
+                rep.feed = _publisher(r.events)
 
     def scrape(self, now: float) -> None:
         """The engines' own load, as ``recipe serve`` scrapes it from ``/metrics``."""
@@ -431,25 +455,21 @@ class Router:
         return min(range(n), key=logit)
 
 
-class _ExactIndex:
-    """A :class:`recipe.cache.index.PrefixIndex` over :class:`Holders` fed by the replicas' caches:
-    ``scores`` reads what each replica holds; ``put`` (the routed-keys estimate) records nothing."""
+def _publisher(sub: Any) -> Any:
+    """A replica's KV-event stream into its subscriber: each change of its cache is one batch of
+    ``BlockStored`` (the new blocks) and ``BlockRemoved`` (the evicted ones), applied as the
+    subscriber applies a decoded batch (its blocks, then its sink: the pool's index)."""
 
-    def __init__(self, holders: Holders | None) -> None:
-        assert holders is not None
-        self.holders = holders
+    def feed(stored: Sequence[int], removed: Sequence[int]) -> None:
+        events = []
+        if stored:
+            events.append(BlockStored(tuple(_event_key(k) for k in stored), None, (), BLOCK))
+        if removed:
+            events.append(BlockRemoved(tuple(_event_key(k) for k in removed)))
+        added, dropped = sub.blocks.apply(EventBatch(0.0, tuple(events)))
+        sub.sink.update(sub.replica, added, dropped)
 
-    def put(self, ns: str, keys: Sequence[Any], replica: str = "", ttl: float | None = None) -> None:
-        pass
-
-    def scores(self, ns: str, keys: Sequence[Any]) -> dict[str, int]:
-        return {f"r{r}": m for r, m in self.holders.match(keys).items()}
-
-    def longest_prefix(self, ns: str, keys: Sequence[Any]) -> int:
-        return max(self.scores(ns, keys).values(), default=0)
-
-    def evict(self, ns: str, keys: Sequence[Any], replica: str | None = None) -> int:
-        return 0
+    return feed
 
 
 def _run(coro: Any) -> Any:
@@ -607,7 +627,7 @@ def targets(rows: list[Result], ours: str = "recipe-cost") -> list[str]:
     if me is None:
         return []
     misses = []
-    others = [r for r in rows if r.policy not in (ours, "recipe-exact", "recipe-cost")]
+    others = [r for r in rows if r.policy not in (ours, "recipe-events", "recipe-cost")]
     best = max((r.goodput for r in others), default=0.0)
     if me.goodput < best - 1e-9:
         misses.append(f"goodput {me.goodput:.1f} < best other {best:.1f}")

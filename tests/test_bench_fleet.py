@@ -43,7 +43,7 @@ def test_the_workload_mixes_agent_sessions_chat_and_the_hot_prefix(wl):
 
 
 def test_every_policy_serves_the_workload_and_none_beats_the_shared_cache(wl):
-    results = {p: bench_fleet.simulate(p, wl, 3, ARGS, RoutingWeights()) for p in (*bench_fleet.POLICIES, "recipe-exact")}
+    results = {p: bench_fleet.simulate(p, wl, 3, ARGS, RoutingWeights()) for p in (*bench_fleet.POLICIES, "recipe-events")}
     for p, r in results.items():
         assert r.requests > 20, p
         assert 0.0 < r.hit <= r.shared_hit + 1e-9 < 1.0, p
@@ -122,3 +122,21 @@ def test_dynamo_scores_uncached_prefill_blocks_plus_active_blocks():
     assert router.route(bench_fleet.Prompt(3200, keys), keys) == 0
     reps[0].active = {k: 1 for k in range(1000, 1050)}  # 50 active decode blocks on r0: 1 + 50 > 50 + 0
     assert router.route(bench_fleet.Prompt(3200, keys), keys) == 1
+
+
+def test_recipe_events_reads_what_each_replica_holds_through_its_kv_events():
+    from recipe.serve.kv_events import EVENTS_NAMESPACE
+
+    reps = [bench_fleet.Replica(i, kv_blocks=60, slots=[0.0]) for i in range(2)]
+    router = bench_fleet.Router("recipe-events", reps, RoutingWeights())
+    index = router.pool.index
+    a, b = list(range(100, 150)), list(range(500, 550))
+    route = lambda ks: router.route(bench_fleet.Prompt(len(ks) * 64, ks), ks)  # noqa: E731
+    ev = lambda ks: [bench_fleet._event_key(k) for k in ks]  # noqa: E731
+    reps[0].hold(a, a, None)
+    assert index.scores(EVENTS_NAMESPACE, ev(a)) == {"r0": 50}
+    reps[0].in_flight = 1
+    assert route(a) == 0  # it holds the whole prompt: cheaper than a cold replica by far more than a request
+    reps[0].hold(b, b, None)  # 100 blocks in a 60-block cache: a's first 40 evicted, and published as removed
+    assert index.scores(EVENTS_NAMESPACE, ev(a)) == {} and index.scores(EVENTS_NAMESPACE, ev(b)) == {"r0": 50}
+    assert route(a) == 1  # r0 no longer holds a's prefix (the routed-keys estimate would still say it does)
