@@ -74,7 +74,8 @@ from typing import Any
 import recipe.serve.kv_events as kv_events_module
 import recipe.serve.pool as pool_module
 from recipe.cache.keys import KeySet, block_keys, cached_prompt_tokens
-from recipe.serve.kv_events import BlockRemoved, BlockStored, EventBatch, KVEventsSource, KVEventSubscriber, MemorySink
+from recipe.serve.kv_events import KVEventsSource, KVEventSubscriber, MemorySink
+from recipe.serve.kv_wire import BlockRemoved, BlockStored, EventBatch
 from recipe.serve.pool import ReplicaPool
 from recipe.serve.routing import EngineLoad, RoutingWeights
 
