@@ -159,7 +159,7 @@ def main() -> None:
     if py is None:
         sys.exit("set RECIPE_VLLM_PYTHON to the python of a vLLM environment (.ci/real_engine_setup)")
     engine = VLLMServer(py, tiny_model(py), ("--chat-template", str(ROOT / "bench" / "deepseek_v4_chat.jinja")),
-                        compiled=True)
+                        compiled=True, fleet=False)
     try:
         engine.wait_ready()
         print(f"vLLM ready in {engine.start_seconds:.0f} s")

@@ -122,10 +122,13 @@ class VLLMServer:
         log_dir: where its log goes (``vllm-<port>.log``).
         compiled: let vLLM compile the model (torch.compile: minutes at start on a small CPU); by
             default it runs eagerly (``--enforce-eager``), which starts much faster.
+        fleet: start it as the fleet tests need it (the default): the render / generate routes with
+            vLLM's own DeepSeek-V4 chat encoder, KV events and recipe-computable block hashes. False:
+            a plain server (HF tokenizer, ``--chat-template`` from ``args``), as the benchmark runs it.
     """
 
     def __init__(self, python: str, model: Path, args: tuple[str, ...] = (), log_dir: Path | None = None,
-                 compiled: bool = False) -> None:
+                 compiled: bool = False, fleet: bool = True) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # its KV events (vLLM's PUB socket binds the wildcard address; recipe subscribes on loopback)
@@ -138,9 +141,10 @@ class VLLMServer:
                "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(self.port),
                "--max-model-len", str(MAX_MODEL_LEN), "--dtype", "bfloat16", "--enable-prefix-caching",
                "--enable-prompt-tokens-details", "--max-num-seqs", "64", "--disable-uvicorn-access-log",
-               # vLLM's render / derender / generate routes, with its DeepSeek-V4 chat encoder (the render tests)
-               "--enable-scale-out", "--tokenizer-mode", "deepseek_v4",
-               "--prefix-caching-hash-algo", "sha256_cbor", "--kv-events-config", events,
+               # vLLM's render / derender / generate routes, with its DeepSeek-V4 chat encoder (the render
+               # tests), and its KV events under recipe-computable hashes (the cache-event tests)
+               *(("--enable-scale-out", "--tokenizer-mode", "deepseek_v4", "--prefix-caching-hash-algo",
+                   "sha256_cbor", "--kv-events-config", events) if fleet else ()),
                *(() if compiled else ("--enforce-eager",)), *args]
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
                "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
