@@ -206,6 +206,46 @@ def test_derender_refuses_what_it_cannot_derender_naming_the_field(renderer, mut
     assert r.json()["error"]["param"] == param
 
 
+@pytest.mark.parametrize("path, field", [("/v1/chat/completions/derender", "chat_request"),
+                                         ("/v1/messages/derender", "messages_request"),
+                                         ("/v1/responses/derender", "responses_request")])
+def test_derender_names_ids_outside_the_vocabulary(renderer, path, field):
+    """Ids from another model's vocabulary (a larger one's) are the caller's error: a 400 in the API's
+    own shape naming the field and the vocabulary's size, never a 500."""
+    original = {"chat_request": {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Hi"}]},
+                "messages_request": {"model": "deepseek-v4-flash", "max_tokens": 10,
+                                     "messages": [{"role": "user", "content": "Hi"}]},
+                "responses_request": {"model": "deepseek-v4-flash", "input": "Hi"}}[field]
+    gen = {"request_id": "x-1", "choices": [{"index": 0, "finish_reason": "stop", "token_ids": [19923, 129280]}]}
+    r = post(renderer.url, path, {"generate_response": gen, field: original})
+    assert r.status_code == 400, r.text
+    body = r.json()
+    if field == "messages_request":
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+        assert "generate_response.choices[0].token_ids" in body["error"]["message"]
+        assert "outside the vocabulary (129280 ids" in body["error"]["message"]
+    else:
+        assert body["error"]["param"] == "generate_response.choices[0].token_ids"
+        assert "outside the vocabulary (129280 ids" in body["error"]["message"]
+
+
+def test_derender_names_a_top_logprob_id_outside_the_vocabulary(renderer):
+    chat = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Hi"}], "logprobs": True,
+            "top_logprobs": 1, "thinking": {"type": "disabled"}}
+    choice = {"index": 0, "finish_reason": "stop", "token_ids": [19923], "logprobs": {"content": [
+        {"token_id": 19923, "logprob": -0.1, "top_logprobs": [{"token_id": 10**8, "logprob": -2.0}]}]}}
+    r = post(renderer.url, "/v1/chat/completions/derender",
+             {"generate_response": {"request_id": "x-2", "choices": [choice]}, "chat_request": chat})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "generate_response.choices[0].logprobs.content"
+    assert "token id 100000000 is outside the vocabulary" in r.json()["error"]["message"]
+    choice["logprobs"]["content"][0]["top_logprobs"][0]["token_id"] = 19923   # the same body, in the vocabulary
+    r = post(renderer.url, "/v1/chat/completions/derender",
+             {"generate_response": {"request_id": "x-2", "choices": [choice]}, "chat_request": chat})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] == -2.0
+
+
 def test_tenants_authenticate_and_their_salt_is_the_cache_salt():
     tenants = Tenants({"key-a": Tenant("a", "salt-a")})
     with running(app(config=ServeConfig(warm=False, gc_freeze=False, render_only=True), tenants=tenants)) as srv:

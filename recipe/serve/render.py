@@ -65,6 +65,7 @@ from recipe.serve.engines.base import EngineRequest
 from recipe.serve.engines.generate import GENERATE_REQUEST_FIELDS, generate_body
 from recipe.serve.errors import ServeError, error_json
 from recipe.serve.render_completions import derender_completion, random_id, render_completion
+from recipe.tokenizer import TokenIdError
 
 __all__ = ["RENDER_PATHS", "DERENDER_PATHS", "COMPLETIONS_RENDER_PATH", "COMPLETIONS_DERENDER_PATH", "GENERATE_REQUEST_FIELDS", "generate_request", "derender", "render_routes"]
 
@@ -164,7 +165,8 @@ def derender(api: str, body: Mapping[str, Any], prep: Any, tokenizer: Any = None
         tokenizer: the server's vocabulary (None: the model family's).
 
     Raises:
-        ServeError: a malformed ``generate_response`` (400, naming the field).
+        ServeError: a malformed ``generate_response`` (400, naming the field), token ids or
+            log-probability ids outside the vocabulary included.
     """
     gen = body.get("generate_response")
     if not isinstance(gen, Mapping):
@@ -194,12 +196,18 @@ def derender(api: str, body: Mapping[str, Any], prep: Any, tokenizer: Any = None
     cached = details.get("cached_tokens")
     request_id = gen.get("request_id")
     model = body.get("model")
-    out = derendered(
-        prep, ids, finish=_FINISH[finish], logprobs=_generated_logprobs(choice, len(ids)),
-        prompt_tokens=prompt_tokens if prompt_tokens is not None else len(prep.token_ids),
-        cached_tokens=cached if type(cached) is int and cached >= 0 else 0,
-        response_id=request_id if isinstance(request_id, str) and request_id else None,
-        model=model if isinstance(model, str) and model else None, tokenizer=tokenizer)
+    logprobs = _generated_logprobs(choice, len(ids))
+    try:
+        out = derendered(
+            prep, ids, finish=_FINISH[finish], logprobs=logprobs,
+            prompt_tokens=prompt_tokens if prompt_tokens is not None else len(prep.token_ids),
+            cached_tokens=cached if type(cached) is int and cached >= 0 else 0,
+            response_id=request_id if isinstance(request_id, str) and request_id else None,
+            model=model if isinstance(model, str) and model else None, tokenizer=tokenizer)
+    except TokenIdError as err:  # ids from another vocabulary: the caller's error, named where it is
+        where = "token_ids" if err.token_id in ids else "logprobs.content"
+        raise ServeError("invalid_request", f"token id outside the vocabulary: {err}",
+                         f"generate_response.choices[0].{where}") from None
     if api == "chat":  # the fields vLLM's ChatCompletionResponse adds, so a vLLM client reads them as from vLLM
         for c in out["choices"]:
             for key in _VLLM_CHOICE:
@@ -311,13 +319,6 @@ def render_routes(st: Any) -> list[Route]:
                 return answer(api, err)
             return JSONResponse(out)
         return handler
-
-    def tenant_of(request: Request) -> Any:
-        tenant = st.tenants.authenticate(request.headers.get("authorization"), request.headers.get("x-api-key"))
-        if tenant is None:
-            raise ServeError("authentication", "Incorrect API key provided." if (
-                request.headers.get("authorization") or request.headers.get("x-api-key")) else "Missing API key.")
-        return tenant
 
     async def completions_render(request: Request) -> Response:
         try:
