@@ -30,11 +30,12 @@ def write(tmp_path, name, obj):
     return str(path)
 
 
-def vllm_reference(ids, block_size, seed, salt=None):
+def vllm_reference(ids, block_size, seed, salt=None, tagged=False):
+    """vLLM's block hashes with cbor2 + hashlib; ``tagged``: vLLM 0.32's ``("cache_salt", salt)``."""
     h = hashlib.sha256(cbor2.dumps(seed, canonical=True)).digest()
     out = []
     for i in range(0, len(ids) - block_size + 1, block_size):
-        extra = (salt,) if i == 0 and salt else None
+        extra = ((("cache_salt", salt) if tagged else salt),) if i == 0 and salt else None
         h = hashlib.sha256(cbor2.dumps((h, tuple(ids[i : i + block_size]), extra), canonical=True)).digest()
         out.append(h.hex())
     return out
@@ -51,6 +52,24 @@ def test_keys_json_vllm_matches_cbor2(tmp_path, capsys):
     obj = json.loads(out)
     assert (obj["scheme"], obj["block_size"], obj["num_tokens"]) == ("vllm-sha256-cbor/1", 16, 300)
     assert obj["keys"] == vllm_reference(IDS, 16, "42", "t1")
+
+
+def test_keys_vllm_tagged_extras_are_vllm_032s(tmp_path, capsys):
+    """``--tagged-extras``: the salt hashed as vLLM 0.32 hashes it, the keys its KV events carry."""
+    f = write(tmp_path, "p.json", {"model": "deepseek-v4", "token_ids": IDS})
+    argv = ["cache", "keys", f, "--scheme", "vllm", "--hash-seed", "vllm-none-hash", "--block-size", "16", "--json"]
+    code, out, err = run([*argv, "--salt", "t1", "--tagged-extras"], capsys)
+    assert code == 0, err
+    tagged = json.loads(out)["keys"]
+    assert tagged == vllm_reference(IDS, 16, "vllm-none-hash", "t1", tagged=True)
+    assert tagged[0] != vllm_reference(IDS, 16, "vllm-none-hash", "t1")[0]
+    unsalted = [json.loads(run([*argv, *extra], capsys)[1])["keys"] for extra in ([], ["--tagged-extras"])]
+    assert unsalted[0] == unsalted[1] == vllm_reference(IDS, 16, "vllm-none-hash")
+    trace = write(tmp_path, "t.jsonl", json.dumps({"token_ids": IDS, "salt": "t1"}) + "\n")
+    code, _, err = run(["cache", "simulate", trace, "--scheme", "vllm", "--hash-seed", "0", "--tagged-extras"], capsys)
+    assert code == 0, err
+    code, _, err = run(["cache", "keys", f, "--tagged-extras"], capsys)   # native keys have no extras
+    assert code == 2 and "--tagged-extras is for --scheme vllm" in err
 
 
 def test_keys_native_default_block_size_and_text_view(tmp_path, capsys):
@@ -152,7 +171,8 @@ def test_usage_errors_exit_2(capsys, argv):
 
 def test_semantic_usage_errors_exit_2(tmp_path, capsys):
     f = write(tmp_path, "p.json", {"token_ids": IDS})
-    assert run(["cache", "keys", f, "--scheme", "vllm"], capsys)[0] == 2  # no --hash-seed
+    code, _, err = run(["cache", "keys", f, "--scheme", "vllm"], capsys)  # no --hash-seed
+    assert code == 2 and "PYTHONHASHSEED" in err and "vllm-none-hash" in err
     assert run(["cache", "keys", f, "--block-size", "0"], capsys)[0] == 2
     assert run(["cache", "diff", f, f, "--block-size", "0"], capsys)[0] == 2
     assert run(["cache"], capsys)[0] == 2

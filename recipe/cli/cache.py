@@ -112,12 +112,15 @@ def _spec(ns: argparse.Namespace, model: str, tokenizer: str | None) -> KeySpec:
     from recipe.cache.keys import KeySpec
 
     if ns.scheme == "vllm" and ns.hash_seed is None:
-        raise _Usage("--scheme vllm needs --hash-seed (the engine's PYTHONHASHSEED)")
+        raise _Usage("--scheme vllm needs --hash-seed: the engine's PYTHONHASHSEED (vLLM 0.32 started without "
+                     "one roots its hashes in the seed vllm-none-hash)")
+    if ns.tagged_extras and ns.scheme != "vllm":
+        raise _Usage("--tagged-extras is for --scheme vllm")
     if ns.block_size < 1:
         raise _Usage("--block-size must be >= 1")
     native = ns.scheme != "vllm"
     return KeySpec(ns.scheme, ns.block_size, model if native else "", _fingerprint(tokenizer, ns, model) if native else "",
-                   ns.salt, ns.hash_seed)
+                   ns.salt, ns.hash_seed, tagged_extras=ns.tagged_extras)
 
 
 class _Usage(Exception):
@@ -238,8 +241,12 @@ def _key_options(p: argparse.ArgumentParser) -> None:
                    help="cache-key scheme: %(choices)s (default %(default)s; docs/cache-keys.md)")
     p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="N",
                    help="tokens per cache block (default %(default)s; the engine's block size)")
-    p.add_argument("--hash-seed", metavar="S", help="vllm: the engine's PYTHONHASHSEED")
+    p.add_argument("--hash-seed", metavar="S",
+                   help="vllm: the engine's PYTHONHASHSEED (vLLM 0.32 started without one: vllm-none-hash)")
     p.add_argument("--salt", metavar="S", help="tenant salt (native root / vLLM cache_salt)")
+    p.add_argument("--tagged-extras", action="store_true",
+                   help="vllm: hash the extra keys (the --salt) tagged with their source, as vLLM 0.32 does; "
+                        "without a salt the keys are the same either way")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _tokenizer_option(p)
 
