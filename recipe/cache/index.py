@@ -233,6 +233,7 @@ class RedisPrefixIndex:
 
         Raises:
             ValueError: a malformed URL.
+            PrefixIndexUnavailable: redis-py is not installed.
         """
         from recipe.cache.redis_client import connect
 

@@ -75,6 +75,25 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 0 (a free one) to 65535."""
+    value = int(text) if text.isdigit() else -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: want a port from 0 (a free one) to 65535")
+    return value
+
+
+def _grace(text: str) -> float:
+    """argparse type: seconds >= 0 (0: at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: want seconds >= 0")
+    return value
+
+
 def _schema_limit(text: str) -> tuple[str, int]:
     """argparse type: ``NAME=N``, one field of :class:`recipe.options.SchemaLimits` and a positive integer."""
     from dataclasses import fields
@@ -105,11 +124,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "--prefix-caching-hash-algo sha256_cbor; needs dsrecipe[fleet]); other replicas are routed on "
                         "an estimate: the requests sent to them")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every interface)")
-    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000; 0 picks a free port)")
     p.add_argument("--api-keys", metavar="FILE", help="API keys -> tenants (default: open server)")
     p.add_argument("--store", metavar="URL", default=None,
-                   help="conversation store: sqlite:PATH (default ~/.local/state/recipe/responses.sqlite3), "
-                        "redis://HOST:PORT/DB, redis+cluster://HOST:PORT (a Redis Cluster), or memory")
+                   help="conversation store: sqlite:PATH (default $XDG_STATE_HOME/recipe/responses.sqlite3, else "
+                        "~/.local/state/recipe/responses.sqlite3), redis://HOST:PORT/DB, redis+cluster://HOST:PORT "
+                        "(a Redis Cluster), or memory")
     p.add_argument("--store-ttl", type=_ttl, default=DEFAULT_TTL_TEXT, metavar="TIME",
                    help="how long stored responses are kept, from their creation: seconds or 12h, 30d … "
                         "(default 30d, as OpenAI keeps them); 0 or off: until deleted")
@@ -128,7 +148,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replica pool routing: cost (default: uncached prefill tokens plus load) or prefix "
                         "(the longest cached prefix)")
     p.add_argument("--metrics-interval", type=float, default=2.0, metavar="S",
-                   help="seconds between scrapes of the engines' /metrics for their load (0: off)")
+                   help="seconds between scrapes of the engines' /metrics for their load (default 2; 0: off)")
     p.add_argument("--max-concurrency", type=_positive, metavar="N", help="requests in flight; more get 429 / 529")
     p.add_argument("--alias", action="append", default=[], metavar="NAME=TARGET[:thinking|:chat]",
                    help="another model name (repeatable)")
@@ -158,7 +178,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the vocabulary the engines run: v4 (DeepSeek-V4, V4.1) or v3 (DeepSeek-V3, R1, V3.1, V3.2); "
                         "only its families' models are served (default: learned from vLLM's /tokenize at start, "
                         "else every family)")
-    p.add_argument("--drain-seconds", type=float, default=30.0, metavar="S", help="shutdown grace for in-flight streams")
+    p.add_argument("--drain-seconds", type=_grace, default=30.0, metavar="S",
+                   help="seconds in-flight streams may run on after SIGTERM / SIGINT (default 30); then each ends "
+                        "with its API's shutdown error")
     p.add_argument("--head-timeout", type=_seconds, default=10.0, metavar="S",
                    help="seconds a connection has to send a complete request head (after connecting or after the "
                         "previous response); then 408 and closed (0 or none: no deadline)")
@@ -190,7 +212,7 @@ class _Bad(Exception):
 
 def _store(url: str, ttl: float | None = None) -> Any:
     from recipe.cache.redis_client import is_redis_url
-    from recipe.store.conversations import MemoryStore, SQLiteStore
+    from recipe.store.conversations import MemoryStore, SQLiteStore, StoreUnavailable
 
     if url == "memory":
         return MemoryStore(ttl=ttl)
@@ -206,6 +228,8 @@ def _store(url: str, ttl: float | None = None) -> Any:
             return RedisStore.from_url(url, ttl=ttl)
         except ValueError as exc:  # a malformed URL (the server is reached only by requests)
             raise _Bad(f"--store {url}: {exc}") from None
+        except StoreUnavailable as exc:  # redis-py is not installed (the extra)
+            raise _Bad(f"--store {url}: {exc}") from None
     raise _Bad(f"--store {url!r}: want sqlite:PATH, redis://…, redis+cluster://… or memory")
 
 
@@ -215,11 +239,11 @@ def _index(url: str) -> Any:
     if url == "memory":
         return None
     if is_redis_url(url):
-        from recipe.cache.index import RedisPrefixIndex
+        from recipe.cache.index import PrefixIndexUnavailable, RedisPrefixIndex
 
         try:
             return RedisPrefixIndex.from_url(url, ttl=3 * 86400, socket_connect_timeout=1.0, socket_timeout=1.0)
-        except ValueError as exc:  # a malformed URL
+        except (ValueError, PrefixIndexUnavailable) as exc:  # a malformed URL; redis-py not installed
             raise _Bad(f"--index {url}: {exc}") from None
     raise _Bad(f"--index {url!r}: want memory, redis://… or redis+cluster://…")
 
@@ -231,11 +255,11 @@ def _shared_load(url: str | None, interval: float, ttl: float) -> Any:
         return None
     if not is_redis_url(url):
         raise _Bad(f"--shared-load {url!r}: want redis://… or redis+cluster://…")
-    from recipe.serve.shared_load import SharedLoad
+    from recipe.serve.shared_load import SharedLoad, SharedLoadUnavailable
 
     try:
         return SharedLoad.from_url(url, interval=interval, ttl=ttl)
-    except ValueError as exc:  # a malformed URL, an interval or ttl out of range
+    except (ValueError, SharedLoadUnavailable) as exc:  # a malformed URL, a value out of range; no redis-py
         raise _Bad(f"--shared-load {url}: {exc}") from None
 
 
@@ -350,8 +374,11 @@ def _run(ns: argparse.Namespace) -> int:
                 await self.lifespan.shutdown()
 
     server = _Server(config)
-    engines = ", ".join(r.name for r in application.state.recipe.pool.replicas)
-    print(f"recipe serve: listening on http://{shown}:{port} (engines: {engines})", flush=True)
+    if ns.render_only:
+        serving = "render only: no engine"
+    else:
+        serving = "engines: " + ", ".join(r.name for r in application.state.recipe.pool.replicas)
+    print(f"recipe serve: listening on http://{shown}:{port} ({serving})", flush=True)
     # uvicorn drains on SIGINT / SIGTERM, then re-raises the signal to the handler it found: make
     # that a no-op, so a clean shutdown exits 0
     for sig in (signal.SIGINT, signal.SIGTERM):
