@@ -198,6 +198,10 @@ def test_a_client_that_goes_away_ends_the_decode_request():
     (["prefill=vllm+http://a:1", "decode=generate+http://b:1"], "all generate"),
     (["prefill=replay:x.jsonl", "decode=vllm+http://b:1"], "replay"),
     (["prefill=vllm+http://a:1?bootstrap_port=1", "decode=vllm+http://b:1"], "bootstrap_port"),
+    # a KV-event publisher would be accepted and never read: refused, naming what the pool reads instead
+    (["prefill=vllm+http://a:1?kv_events=tcp://a:5557", "decode=vllm+http://b:1"], "does not follow KV events"),
+    (["prefill=generate+http://a:1", "decode=generate+http://b:1?kv_events=tcp://b:5557&kv_hash_seed=0"],
+     "drop kv_events="),
 ])
 def test_bad_pd_specs_are_refused(specs, words):
     with pytest.raises(ValueError, match=words):
