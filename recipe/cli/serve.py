@@ -7,7 +7,8 @@ the engines and the store are closed. Exit status (the ``recipe``
 command's rule: unreadable input exits 1, usage errors exit 2): 0 after a clean shutdown; 1 for a
 file a flag names that cannot be read or is not valid (``--api-keys``, ``replay:FILE``,
 ``--tokenizer``, ``--store sqlite:PATH``); 2 for a bad flag value (an unknown engine or store
-scheme, a malformed URL, an alias, a number out of range) or a port it cannot listen on. Either way
+scheme, a malformed URL, an alias, a number out of range, a flag whose extra is not installed) or a
+port it cannot listen on. Either way
 one line on stderr, never a traceback.
 """
 
