@@ -32,19 +32,7 @@ from recipe.api.chat_wire import (
 from recipe.api.reuse import MemoMatch, strings_only
 from recipe.api.images import Piece, file_data_url, image_from_url, join_with_images
 from recipe.api.wire import check_u32
-from recipe.conversation import (
-    AssistantMessage,
-    Conversation,
-    ImagePlaceholder,
-    LatestReminderMessage,
-    Message,
-    ResponseFormat,
-    SystemMessage,
-    ToolCall,
-    ToolDefinition,
-    ToolMessage,
-    UserMessage,
-)
+from recipe import conversation
 from recipe.encodings.base import RequestRules
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
@@ -93,7 +81,7 @@ def _pieces(i: int, content: list[Any]) -> list[Piece]:
             for p, url in zip(content, _image_urls(i, content))]
 
 
-def _join_images(i: int, content: Content | None, rules: RequestRules) -> tuple[str, tuple[ImagePlaceholder, ...]]:
+def _join_images(i: int, content: Content | None, rules: RequestRules) -> tuple[str, tuple[conversation.ImagePlaceholder, ...]]:
     """Content text and its image placeholders: V4 (no image token) writes ``[Unsupported Image]``."""
     if rules.image_token is None or not isinstance(content, list) or all(isinstance(p, TextPart) for p in content):
         return _join(content), ()
@@ -109,8 +97,8 @@ def _check_assistant_media(i: int, content: Content | None, rules: RequestRules)
 
 
 def _convert_and_pair(msgs: list[Any], rules: RequestRules, interleaved: bool = False,
-                      reused: tuple[Message | None, ...] = (),
-                      each: list[Message | None] | None = None) -> tuple[Message, ...]:
+                      reused: tuple[conversation.Message | None, ...] = (),
+                      each: list[conversation.Message | None] | None = None) -> tuple[conversation.Message, ...]:
     """Each message converted (:func:`_message`), in order, while checking that every tool message
     answers the preceding assistant's calls and every call gets exactly one answer: the first
     problem in message order is the error, as deepseek-recipe reports it.
@@ -122,10 +110,10 @@ def _convert_and_pair(msgs: list[Any], rules: RequestRules, interleaved: bool = 
     ``interleaved`` (``Options.interleaved_history="accept"``): a system or developer message between
     an assistant's calls and their tool messages is rendered after the tool messages (the template
     needs the results right after the calls), instead of the parity target's error."""
-    out: list[Message] = []
+    out: list[conversation.Message] = []
     pending: list[str] | None = None  # call ids still awaiting a tool message
     answered: set[str] = set()
-    deferred: list[Message] = []  # system / developer messages met while calls were pending
+    deferred: list[conversation.Message] = []  # system / developer messages met while calls were pending
     n_reused = len(reused)
     for i, m in enumerate(msgs):
         conv = reused[i] if i < n_reused else None
@@ -189,22 +177,22 @@ def _pure(m: Any) -> bool:
     return type(m.content) is str or m.content is None
 
 
-def _message(i: int, m: Any, rules: RequestRules) -> Message:
+def _message(i: int, m: Any, rules: RequestRules) -> conversation.Message:
     kind = type(m)  # the wire models' exact classes (isinstance on a pydantic model costs ~4x)
     if type(m.content) is str:  # the common case: text content, no parts to join or images to place
         if kind is SystemMsg or (kind is DeveloperMsg and rules.system_in_place):
-            return SystemMessage(m.content)
+            return conversation.SystemMessage(m.content)
         if kind is UserMsg or kind is DeveloperMsg:
-            return UserMessage(m.content)
+            return conversation.UserMessage(m.content)
     if kind is SystemMsg or (kind is DeveloperMsg and rules.system_in_place):
-        return SystemMessage(*_join_images(i, m.content, rules))
+        return conversation.SystemMessage(*_join_images(i, m.content, rules))
     if kind is UserMsg or kind is DeveloperMsg:  # developer: as deepseek-recipe maps a Responses developer item
-        return UserMessage(*_join_images(i, m.content, rules))
+        return conversation.UserMessage(*_join_images(i, m.content, rules))
     if kind is LatestReminderMsg:
-        return LatestReminderMessage(_join(m.content))
+        return conversation.LatestReminderMessage(_join(m.content))
     if kind is ToolMsg:
         text, images = _join_images(i, m.content, rules)
-        return ToolMessage(m.tool_call_id, text, images)
+        return conversation.ToolMessage(m.tool_call_id, text, images)
     _check_assistant_media(i, m.content, rules)
     if m.tool_calls is not None and len(m.tool_calls) == 0:
         raise RequestError(
@@ -213,23 +201,23 @@ def _message(i: int, m: Any, rules: RequestRules) -> Message:
         )
     if m.content is None and not m.tool_calls:
         raise RequestError("Invalid assistant message: content or tool_calls must be set", param=f"messages[{i}]")
-    calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or ())
+    calls = tuple(conversation.ToolCall(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or ())
     content = None if m.content is None else _join(m.content)
-    return AssistantMessage(content, m.reasoning_content, calls, m.prefix)
+    return conversation.AssistantMessage(content, m.reasoning_content, calls, m.prefix)
 
 
-def _response_format(rf: Any) -> ResponseFormat:
+def _response_format(rf: Any) -> conversation.ResponseFormat:
     if rf is None or isinstance(rf, RFText):
         return common.TEXT_FORMAT
     if isinstance(rf, RFJsonObject):
-        return ResponseFormat("json_object")
+        return conversation.ResponseFormat("json_object")
     if isinstance(rf, RFRegex):
-        return ResponseFormat("regex", regex=rf.regex)
+        return conversation.ResponseFormat("regex", regex=rf.regex)
     js = rf.json_schema
-    return ResponseFormat("json_schema", schema=js.schema_, name=js.name, strict=js.strict)
+    return conversation.ResponseFormat("json_schema", schema=js.schema_, name=js.name, strict=js.strict)
 
 
-def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: MemoMatch | None = None) -> Conversation:
+def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: MemoMatch | None = None) -> conversation.Conversation:
     """Convert a validated request into a Conversation (deepseek-recipe 0.2.0 rules).
 
     ``match`` (from :func:`~recipe.api.chat_wire.parse_chat_request`): the unchanged messages'
@@ -253,7 +241,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: Me
     switch = req.thinking.type if req.thinking else common.template_thinking(req.chat_template_kwargs, options)
     thinking, effort = common.resolve_thinking(switch, req.reasoning_effort, options, encoding)
 
-    each: list[Message | None] | None = None if match is None else []
+    each: list[conversation.Message | None] | None = None if match is None else []
     messages = _convert_and_pair(list(req.messages), rules, options.interleaved_history == "accept",
                                  () if match is None else match.converted(rules, req.messages), each)
     # empty system messages are dropped before the prefix rules apply (deepseek-recipe, V4 and V4.1):
@@ -328,7 +316,7 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: Me
     )
     if match is not None and each is not None:
         match.remember(req.messages, rules, each, _by_eq)
-    return common.new_conversation(
+    return conversation.Conversation(
         messages=tuple([m for m in messages if not _dropped(m)]) if dropped else messages,
         tools=tools,
         tool_choice=tool_choice,
@@ -342,12 +330,12 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: Me
     )
 
 
-def _dropped(m: Message) -> bool:
+def _dropped(m: conversation.Message) -> bool:
     """An empty system message, left out of the conversation (deepseek-recipe drops it at conversion)."""
-    return type(m) is SystemMessage and m.content == ""
+    return type(m) is conversation.SystemMessage and m.content == ""
 
 
-def _tools(tools_in: list[Any], mode: str, options: Options) -> list[ToolDefinition]:
+def _tools(tools_in: list[Any], mode: str, options: Options) -> list[conversation.ToolDefinition]:
     """The declared tools, checked in deepseek-recipe's order: every name first, then per tool:
     unique (unless ``tool_choice`` is ``none``), schema."""
     fields = [f"tools[{k}].function.name" for k in range(len(tools_in))]
@@ -365,10 +353,10 @@ def _tools(tools_in: list[Any], mode: str, options: Options) -> list[ToolDefinit
     return tools
 
 
-def _texts(messages: tuple[Message, ...]) -> list[str]:
+def _texts(messages: tuple[conversation.Message, ...]) -> list[str]:
     out: list[str] = []
     for m in messages:
-        if isinstance(m, AssistantMessage):
+        if isinstance(m, conversation.AssistantMessage):
             out.append(m.content or "")
         else:
             out.append(m.content)

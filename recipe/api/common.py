@@ -70,7 +70,6 @@ __all__ = [
     "sampling",
     "UNSUPPORTED_IMAGE",
     "TEXT_FORMAT",
-    "new_conversation",
     "note_dropped",
     "collect_dropped",
     "reset_dropped",
@@ -82,9 +81,6 @@ UNSUPPORTED_IMAGE = "[Unsupported Image]"
 
 #: The ``text`` response format every request without one gets (frozen: shared by all of them).
 TEXT_FORMAT = ResponseFormat("text")
-
-#: ``Conversation`` itself, by the name the adapters build each request's conversation with.
-new_conversation = Conversation
 
 #: What the conversion of the current request rendered without the model seeing it (``image``,
 #: ``document``, ``tool_choice_any``), collected by ``prepare`` (:func:`collect_dropped`); None

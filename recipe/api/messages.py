@@ -49,20 +49,7 @@ from recipe.api.messages_wire import (
     parse_messages_request,
 )
 from recipe.api.images import Piece, image_from_base64, image_from_messages_url, join_with_images
-from recipe.conversation import (
-    AssistantMessage,
-    Conversation,
-    ImagePlaceholder,
-    ImageSource,
-    Message,
-    ResponseFormat,
-    SystemMessage,
-    ToolCall,
-    ToolChoice,
-    ToolDefinition,
-    ToolMessage,
-    UserMessage,
-)
+from recipe import conversation
 from recipe.encodings.base import RequestRules
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
@@ -111,7 +98,7 @@ def _tool_result_text(block: ToolResultBlock) -> str:
     return "\n\n".join(_media_text(p) for p in block.content)
 
 
-def _image(block: ImageBlock, path: str, where: str) -> ImageSource:
+def _image(block: ImageBlock, path: str, where: str) -> conversation.ImageSource:
     """V4.1: an ``image`` block as a validated image source (``file`` sources refused)."""
     src = block.source
     if isinstance(src, Base64ImageSource):
@@ -121,7 +108,7 @@ def _image(block: ImageBlock, path: str, where: str) -> ImageSource:
     return image_from_messages_url(src.url, path, where)
 
 
-def _tool_result_images(block: ToolResultBlock, i: int, j: int, token: str) -> tuple[str, tuple[ImagePlaceholder, ...]]:
+def _tool_result_images(block: ToolResultBlock, i: int, j: int, token: str) -> tuple[str, tuple[conversation.ImagePlaceholder, ...]]:
     """V4.1: a tool result's text with its images as placeholders."""
     if not isinstance(block.content, list) or not any(isinstance(p, ImageBlock) for p in block.content):
         return _tool_result_text(block), ()
@@ -149,12 +136,12 @@ class _Walker:
         self.tool_names = tool_names
         self.rules = rules
         self.token = rules.image_token
-        self.out: list[Message] = []
+        self.out: list[conversation.Message] = []
         self.pending: list[str] = []  # ids of the previous assistant turn still awaiting a result
         self.pending_from = -1  # index of that assistant turn
         self.prev_ids: frozenset[str] = frozenset()  # tool_use ids of the previous message
 
-    def walk(self, messages: Sequence[MessageParam]) -> list[Message]:
+    def walk(self, messages: Sequence[MessageParam]) -> list[conversation.Message]:
         for i, m in enumerate(messages):
             ids: frozenset[str] = frozenset()
             if m.role == "user":
@@ -202,14 +189,14 @@ class _Walker:
                 seen.add(b.tool_use_id)
                 self.pending.remove(b.tool_use_id)
                 if self.token is None:
-                    self.out.append(ToolMessage(b.tool_use_id, _tool_result_text(b)))
+                    self.out.append(conversation.ToolMessage(b.tool_use_id, _tool_result_text(b)))
                 else:
-                    self.out.append(ToolMessage(b.tool_use_id, *_tool_result_images(b, i, j, self.token)))
+                    self.out.append(conversation.ToolMessage(b.tool_use_id, *_tool_result_images(b, i, j, self.token)))
             elif isinstance(b, ImageBlock) and self.token is not None:
                 if self.pending:  # the pairing error comes before the image is read
                     raise _pending_error(f"messages.{i}", self.pending)
                 where = f"messages.{i}.content[{j}]"
-                self._text_like(i, self.token, (ImagePlaceholder(0, _image(b, where, where)),))
+                self._text_like(i, self.token, (conversation.ImagePlaceholder(0, _image(b, where, where)),))
             elif isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
                 self._text_like(i, _media_text(b))
             else:
@@ -218,10 +205,10 @@ class _Walker:
         if refs and self.rules.deferred_tools:
             self.out.append(common.PendingSystem("", (), tuple(refs)))  # type: ignore[arg-type]
 
-    def _text_like(self, i: int, text: str, images: tuple[ImagePlaceholder, ...] = ()) -> None:
+    def _text_like(self, i: int, text: str, images: tuple[conversation.ImagePlaceholder, ...] = ()) -> None:
         if self.pending:
             raise _pending_error(f"messages.{i}", self.pending)
-        self.out.append(UserMessage(text, images))
+        self.out.append(conversation.UserMessage(text, images))
 
     def _close_user(self) -> None:
         if self.pending:
@@ -231,14 +218,14 @@ class _Walker:
         if self.pending:
             raise _pending_error(f"messages.{i}", self.pending)
         if isinstance(m.content, str):
-            self.out.append(AssistantMessage(m.content))
+            self.out.append(conversation.AssistantMessage(m.content))
             return frozenset()
         if not m.content:
             raise RequestError(f"messages.{i}: all messages must have non-empty content", param=f"messages.{i}.content")
         text = ""
         thoughts: list[str] = []
         redacted = False
-        calls: list[ToolCall] = []
+        calls: list[conversation.ToolCall] = []
         for j, b in enumerate(m.content):
             if isinstance(b, (TextBlock, ImageBlock, DocumentBlock)):
                 if calls:
@@ -256,11 +243,11 @@ class _Walker:
             elif isinstance(b, ToolUseBlock):
                 if any(c.id == b.id for c in calls):
                     raise RequestError(f"messages.{i}.content.{j}: `tool_use` ids must be unique", param=f"messages.{i}.content.{j}.id")
-                calls.append(ToolCall(b.id, b.name, _arguments(b.input, f"messages.{i}.content.{j}.input")))
+                calls.append(conversation.ToolCall(b.id, b.name, _arguments(b.input, f"messages.{i}.content.{j}.input")))
             else:
                 self._misplaced(i, j, b, "assistant")
         reasoning = "\n\n".join(thoughts) if thoughts else ("" if redacted else None)
-        self.out.append(AssistantMessage(text, reasoning, tuple(calls)))
+        self.out.append(conversation.AssistantMessage(text, reasoning, tuple(calls)))
         self.pending = [c.id for c in calls]
         self.pending_from = i
         return frozenset(self.pending)
@@ -294,7 +281,7 @@ class _Walker:
         if not self.rules.system_in_place:
             text = "\n\n".join(p for p in pieces if isinstance(p, str))
             if text:
-                self.out.append(UserMessage(f"<system-reminder>\n{text}\n</system-reminder>"))
+                self.out.append(conversation.UserMessage(f"<system-reminder>\n{text}\n</system-reminder>"))
             return
         text, images = join_with_images(pieces, self.token) if self.token is not None else ("\n\n".join(pieces), ())  # type: ignore[arg-type]
         self.out.append(common.PendingSystem(text, images, tuple(additions)))
@@ -370,11 +357,11 @@ def _check_tool_entries(tools: Sequence[Any], options: Options) -> frozenset[str
     return frozenset(t.name for t in tools)
 
 
-def _build_tools(tools: Sequence[CustomTool], deferred: bool = False, strict: bool = False) -> tuple[ToolDefinition, ...]:
+def _build_tools(tools: Sequence[CustomTool], deferred: bool = False, strict: bool = False) -> tuple[conversation.ToolDefinition, ...]:
     """Second pass (after the messages): unique names, then each ``input_schema`` (required; never
     strict-normalised); ``deferred`` (V4.1) keeps ``defer_loading``; ``strict`` keeps a tool's
     ``strict: true`` (Anthropic strict tool use: its arguments follow the schema in the output grammar)."""
-    out: list[ToolDefinition] = []
+    out: list[conversation.ToolDefinition] = []
     seen: set[str] = set()
     for k, t in enumerate(tools):
         if t.name in seen:
@@ -396,21 +383,24 @@ def _build_tools(tools: Sequence[CustomTool], deferred: bool = False, strict: bo
     return tuple(out)
 
 
-def _with_reasoning(messages: list[Message], thinking: bool, has_tools: bool, options: Options) -> list[Message]:
+def _with_reasoning(messages: list[conversation.Message], thinking: bool, has_tools: bool,
+                    options: Options) -> list[conversation.Message]:
     """History reasoning as deepseek-recipe keeps it: dropped when thinking is off; with thinking and
     declared tools, a turn without thinking blocks gets ``""`` (or, with ``reject``, a turn after
     the last user message is a 400)."""
     if not thinking:
-        return [AssistantMessage(m.content, None, m.tool_calls) if isinstance(m, AssistantMessage) and m.reasoning_content is not None else m for m in messages]
+        return [conversation.AssistantMessage(m.content, None, m.tool_calls)
+                if isinstance(m, conversation.AssistantMessage) and m.reasoning_content is not None else m
+                for m in messages]
     if not has_tools:
         return messages
-    last_user = max((k for k, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
-    out: list[Message] = []
+    last_user = max((k for k, m in enumerate(messages) if isinstance(m, conversation.UserMessage)), default=-1)
+    out: list[conversation.Message] = []
     for k, m in enumerate(messages):
-        if isinstance(m, AssistantMessage) and m.reasoning_content is None:
+        if isinstance(m, conversation.AssistantMessage) and m.reasoning_content is None:
             if options.reasoning_content_behavior == "reject" and k > last_user:
                 raise RequestError(_REASONING_MISSING, param="messages")
-            m = AssistantMessage(m.content, "", m.tool_calls)
+            m = conversation.AssistantMessage(m.content, "", m.tool_calls)
         out.append(m)
     return out
 
@@ -436,7 +426,7 @@ def _tool_choice_mode(tc: Any, options: Options) -> str:
     return _TOOL_CHOICE_MODES[type(tc)]
 
 
-def _output_format(req: MessagesRequest, options: Options) -> ResponseFormat:
+def _output_format(req: MessagesRequest, options: Options) -> conversation.ResponseFormat:
     """The response format of ``output_config.format`` (Anthropic structured outputs): a
     ``json_schema`` format as Chat's ``response_format`` json_schema without ``strict`` (the schema
     as given, checked against its meta-schema); text when absent or ``options.anthropic_output_format``
@@ -457,12 +447,12 @@ def _output_format(req: MessagesRequest, options: Options) -> ResponseFormat:
     schema = fmt.get("schema")
     if not isinstance(schema, dict):
         raise RequestError(f"{field}.schema: Field required (a JSON Schema object)", param=f"{field}.schema")
-    rf = ResponseFormat("json_schema", schema=schema)
+    rf = conversation.ResponseFormat("json_schema", schema=schema)
     common.check_response_format(rf, f"{field}.schema")
     return rf
 
 
-def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversation:
+def messages_to_conversation(req: MessagesRequest, options: Options) -> conversation.Conversation:
     """Convert a validated Messages request into a Conversation (deepseek-recipe 0.2.0 rules).
 
     Check order (as the parity target): model; server tools and tool names; at least one message;
@@ -504,7 +494,7 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         common.note_dropped("tool_choice_any")
     strict_tools = options.anthropic_strict_tools == "enforce"
     tools = () if mode == "none" else _build_tools(tools_in, rules.deferred_tools, strict_tools)  # "none": schemas never looked at
-    tool_choice: ToolChoice
+    tool_choice: conversation.ToolChoice
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
     tool_choice, tools = common.resolve_tool_choice(
@@ -527,13 +517,13 @@ def messages_to_conversation(req: MessagesRequest, options: Options) -> Conversa
         body = common.resolve_systems(body, tools)
     # V4 hoists system text (an empty one adds nothing); V4.1 renders a given one, even empty
     given = req.system is not None if rules.system_in_place else bool(system)
-    messages: tuple[Message, ...] = ((SystemMessage(system),) if given else ()) + tuple(body)
+    messages: tuple[conversation.Message, ...] = ((conversation.SystemMessage(system),) if given else ()) + tuple(body)
     extra, seed = None, None
     if options.engine_sampling == "use":
         extra = extra_sampling(values_of(req), n_field=False)
         seed = read_seed(req.seed)
     sampling = common.sampling(thinking, tools, req.temperature, req.top_p, seed=seed, rule=rules.top_p, extra=extra)
-    return common.new_conversation(
+    return conversation.Conversation(
         messages=messages,
         tools=tools,
         tool_choice=tool_choice,

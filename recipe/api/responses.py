@@ -63,19 +63,7 @@ from recipe.api.responses_wire import (
     parse_responses_request,
 )
 from recipe.api.images import Piece, image_from_url, join_with_images
-from recipe.conversation import (
-    AssistantMessage,
-    Conversation,
-    ImagePlaceholder,
-    ImageSource,
-    Message,
-    ResponseFormat,
-    SystemMessage,
-    ToolCall,
-    ToolDefinition,
-    ToolMessage,
-    UserMessage,
-)
+from recipe import conversation
 from recipe.encodings.base import RequestRules
 from recipe.encodings.table import get_encoding
 from recipe.errors import RequestError
@@ -209,9 +197,9 @@ def _check_tools(tools: Sequence[Any], options: Options, prefix: str = "") -> No
                 seen.add(inner.name)
 
 
-def _build_tools(entries: Sequence[_ToolEntry], enforce_strict: bool = True) -> tuple[ToolDefinition, ...]:
+def _build_tools(entries: Sequence[_ToolEntry], enforce_strict: bool = True) -> tuple[conversation.ToolDefinition, ...]:
     """Second pass: plain names unique, then each schema validated (and strict-normalised)."""
-    out: list[ToolDefinition] = []
+    out: list[conversation.ToolDefinition] = []
     names: set[str] = set()
     for e in entries:
         if e.name in names:
@@ -262,7 +250,7 @@ def _image_url(i: int, j: int, part: InputImage, field: str) -> str:
 
 def _join_images(
     i: int, content: Union[str, Sequence[Any], None], rules: RequestRules, field: str = "content"
-) -> tuple[str, tuple[ImagePlaceholder, ...]]:
+) -> tuple[str, tuple[conversation.ImagePlaceholder, ...]]:
     """Content text and its image placeholders (V4.1); V4 writes ``[Unsupported Image]``."""
     if rules.image_token is None or not isinstance(content, list) or not any(isinstance(p, InputImage) for p in content):
         return _join(content), ()
@@ -287,13 +275,13 @@ class _Turn:
 
     texts: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    calls: list[ToolCall] = field(default_factory=list)
+    calls: list[conversation.ToolCall] = field(default_factory=list)
 
-    def message(self) -> AssistantMessage:
+    def message(self) -> conversation.AssistantMessage:
         # calls sorted by id, as deepseek-recipe's Responses conversion stores them (V4 renders
         # every family's calls by id anyway; V4.1 renders the conversation's order)
         calls = tuple(sorted(self.calls, key=lambda c: c.id))
-        return AssistantMessage("\n\n".join(self.texts), "\n".join(self.reasoning) if self.reasoning else None, calls)
+        return conversation.AssistantMessage("\n\n".join(self.texts), "\n".join(self.reasoning) if self.reasoning else None, calls)
 
 
 class _Walker:
@@ -303,13 +291,13 @@ class _Walker:
                  interleaved: bool = False) -> None:
         self.flat_names = flat_names
         self.interleaved = interleaved  # Options.interleaved_history == "accept"
-        self.deferred: list[Message] = []  # system / developer messages met while calls were pending
+        self.deferred: list[conversation.Message] = []  # system / developer messages met while calls were pending
         self.used = used  # the declared tools' (flat) names, then the undeclared pairs' as they are named
         self.rules = rules
-        self.messages: list[Message] = []
+        self.messages: list[conversation.Message] = []
         self.turn: _Turn | None = None
         self.pending: list[str] = []  # call ids awaiting output, in call order
-        self.results: list[ToolMessage] = []  # outputs held until every pending call is answered
+        self.results: list[conversation.ToolMessage] = []  # outputs held until every pending call is answered
         self.calls: set[str] = set()
         self.answered: set[str] = set()
         self.found: list[_ToolEntry] = []  # tools found by tool searches (V4.1), in order
@@ -344,7 +332,7 @@ class _Walker:
         if self.pending:
             raise RequestError(f"No tool output found for tool call {self.pending[0]}.", param=f"input[{i}]")
 
-    def call(self, i: int, call: ToolCall) -> None:
+    def call(self, i: int, call: conversation.ToolCall) -> None:
         if call.id == "":
             raise _empty_call_id(i)
         if call.id in self.calls:
@@ -355,11 +343,11 @@ class _Walker:
             self.turn = _Turn()
         self.turn.calls.append(call)
 
-    def output(self, i: int, call_id: str | None, content: str, images: tuple[ImagePlaceholder, ...] = ()) -> None:
+    def output(self, i: int, call_id: str | None, content: str, images: tuple[conversation.ImagePlaceholder, ...] = ()) -> None:
         if call_id is None:  # accepted: a tool result answering nothing
             self.require_no_pending(i)
             self.close()
-            self.messages.append(ToolMessage("", content, images))
+            self.messages.append(conversation.ToolMessage("", content, images))
             return
         if call_id == "":
             raise _empty_call_id(i)
@@ -369,16 +357,16 @@ class _Walker:
             raise RequestError(f"No tool call found for tool output with call_id {call_id}.", param=f"input[{i}].call_id")
         self.pending.remove(call_id)
         self.answered.add(call_id)
-        self.results.append(ToolMessage(call_id, content, images))
+        self.results.append(conversation.ToolMessage(call_id, content, images))
         if not self.pending:
             self.close()
 
     def item(self, i: int, it: Any) -> None:
         if isinstance(it, FunctionCallItem):
             name = it.name if it.namespace is None else self.call_name(it.namespace, it.name)
-            self.call(i, ToolCall(it.call_id, name, it.arguments))
+            self.call(i, conversation.ToolCall(it.call_id, name, it.arguments))
         elif isinstance(it, CustomToolCallItem):
-            self.call(i, ToolCall(it.call_id, it.name, orjson.dumps({"input": it.input}).decode()))
+            self.call(i, conversation.ToolCall(it.call_id, it.name, orjson.dumps({"input": it.input}).decode()))
         elif isinstance(it, ToolSearchCallItem) and self.rules.tool_search:
             self.call(i, tool_search.search_call(it))
         elif isinstance(it, ToolSearchOutputItem) and self.rules.tool_search:
@@ -407,9 +395,9 @@ class _Walker:
                 return
             text, images = _join_images(i, it.content, self.rules)
             if it.role == "system" or (it.role == "developer" and self.rules.system_in_place):
-                msg: Message = SystemMessage(text, images)
+                msg: conversation.Message = conversation.SystemMessage(text, images)
             else:
-                msg = UserMessage(text, images)
+                msg = conversation.UserMessage(text, images)
             if interleaved:  # a system / developer message before the pending calls' outputs: after them
                 self.deferred.append(msg)
                 return
@@ -430,16 +418,17 @@ class _Walker:
         # item_reference, tool_search_*, unknown types: ignored
 
 
-def _messages(req: ResponsesRequest, rules: RequestRules, interleaved: bool = False) -> tuple[list[Message], list[_ToolEntry]]:
+def _messages(req: ResponsesRequest, rules: RequestRules,
+              interleaved: bool = False) -> tuple[list[conversation.Message], list[_ToolEntry]]:
     """Instructions and input as Conversation messages (pairing and call-id rules checked), and the
     tools tool searches found (V4.1). ``interleaved``: ``Options.interleaved_history == "accept"``."""
     if req.input is None and not req.instructions:
         raise RequestError("Either input or instructions must be provided", param="input")
     if isinstance(req.input, list) and not req.input:
         raise RequestError("Input items array must not be empty", param="input")
-    messages: list[Message] = [SystemMessage(req.instructions)] if req.instructions else []
+    messages: list[conversation.Message] = [conversation.SystemMessage(req.instructions)] if req.instructions else []
     if isinstance(req.input, str):
-        messages.append(UserMessage(req.input))
+        messages.append(conversation.UserMessage(req.input))
         return messages, []
     flat = {}
     entries = _flat_entries(req.tools or (), rules)
@@ -454,19 +443,20 @@ def _messages(req: ResponsesRequest, rules: RequestRules, interleaved: bool = Fa
     return messages + walker.messages, walker.found
 
 
-def _check_reasoning_present(messages: Sequence[Message], declares_tools: bool) -> None:
+def _check_reasoning_present(messages: Sequence[conversation.Message], declares_tools: bool) -> None:
     """Reject mode: assistant turns after the last user turn must carry reasoning when the request
     declares function tools (even with tool_choice none) or the turn made tool calls (observed)."""
-    last_user = max((i for i, m in enumerate(messages) if type(m) is UserMessage), default=-1)
+    last_user = max((i for i, m in enumerate(messages) if type(m) is conversation.UserMessage), default=-1)
     for m in messages[last_user + 1 :]:
-        if type(m) is AssistantMessage and m.reasoning_content is None and (declares_tools or m.tool_calls):
+        if type(m) is conversation.AssistantMessage and m.reasoning_content is None and (declares_tools or m.tool_calls):
             raise RequestError("The `reasoning_text` in the thinking mode must be passed back to the API.", param="input")
 
 
 # --- response format, sampling ------------------------------------------------------------------
 
 
-def _response_format(text: TextConfig | None, messages: Sequence[Message], enforce_strict: bool = True) -> ResponseFormat:
+def _response_format(text: TextConfig | None, messages: Sequence[conversation.Message],
+                     enforce_strict: bool = True) -> conversation.ResponseFormat:
     fmt = None if text is None else text.format
     if fmt is None or isinstance(fmt, FormatText):
         return common.TEXT_FORMAT
@@ -477,12 +467,12 @@ def _response_format(text: TextConfig | None, messages: Sequence[Message], enfor
                 "Response input messages must contain the word 'json' in some form to use 'text.format' of type 'json_object'.",
                 param="text.format",
             )
-        return ResponseFormat("json_object")
-    rf = ResponseFormat("json_schema", schema=fmt.schema_, name=fmt.name, strict=fmt.strict)
+        return conversation.ResponseFormat("json_object")
+    rf = conversation.ResponseFormat("json_schema", schema=fmt.schema_, name=fmt.name, strict=fmt.strict)
     return common.check_response_format(rf, "text.format", schema_field="text.format.schema", enforce_strict=enforce_strict)
 
 
-def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conversation:
+def responses_to_conversation(req: ResponsesRequest, options: Options) -> conversation.Conversation:
     """Convert a validated Responses request into a Conversation (deepseek-recipe 0.2.0 rules).
 
     Check order (observed): model; tool names / custom tools / namespaces; instructions and input
@@ -541,10 +531,10 @@ def responses_to_conversation(req: ResponsesRequest, options: Options) -> Conver
         top_logprobs=req.top_logprobs, rule=rules.top_p, extra=extra,
     )
     if not rules.system_in_place:  # V4 hoists system text; an empty one adds nothing (V4.1 keeps it)
-        messages = [m for m in messages if not (type(m) is SystemMessage and m.content == "")]
+        messages = [m for m in messages if not (type(m) is conversation.SystemMessage and m.content == "")]
     if found:
         messages = common.resolve_systems(messages, tools)
-    return common.new_conversation(
+    return conversation.Conversation(
         messages=tuple(messages),
         tools=tools,
         tool_choice=tool_choice,
