@@ -30,16 +30,7 @@ from orjson import dumps as _orjson_dumps
 
 from recipe.jsonfmt import dumps_wire
 
-from recipe.output.events import (
-    Finish,
-    OutputEvent,
-    ParsedOutput,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallArgumentsDelta,
-    ToolCallStart,
-    sse_done,
-)
+from recipe.output import events as evt
 
 from recipe.api.encoder import HOLE, frame_template
 
@@ -142,7 +133,7 @@ class ChatEncoder:
     def _arguments(index: int, text: str) -> dict[str, Any]:
         return {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
 
-    def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
+    def on_events(self, events: Sequence[evt.OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
         """One chunk per delta / tool-call start; ``ToolCallEnd`` and ``Finish`` produce nothing here.
         ``logprobs`` go on the first content or reasoning chunk."""
         chunk = self._chunk
@@ -150,31 +141,31 @@ class ChatEncoder:
         pending = logprobs
         for ev in events:
             t = type(ev)
-            if t is TextDelta or t is ReasoningDelta:
-                content = t is TextDelta
+            if t is evt.TextDelta or t is evt.ReasoningDelta:
+                content = t is evt.TextDelta
                 lp = None
                 if pending:
                     lp, pending = {"content" if content else "reasoning_content": [_lp(e) for e in pending]}, None
                 out.append(chunk(self._text(ev.text) if content else self._reasoning(ev.text), None, lp))
-            elif t is ToolCallArgumentsDelta:
+            elif t is evt.ToolCallArgumentsDelta:
                 out.append(chunk(self._arguments(ev.index, ev.text)))
-            elif t is ToolCallStart:
+            elif t is evt.ToolCallStart:
                 call = {"index": ev.index, "id": ev.id, "type": "function", "function": {"name": ev.name, "arguments": ""}}
                 out.append(chunk({"tool_calls": [call]}))
                 self._call = ev.index
                 self._ftpl = None
         return out
 
-    def delta_sse(self, event: OutputEvent) -> bytes | None:
+    def delta_sse(self, event: evt.OutputEvent) -> bytes | None:
         """The frame of one reasoning, content or argument delta, from a per-stream template
         (:func:`~recipe.api.encoder.frame_template`: the chunk's constant bytes around the JSON of
         the text); byte for byte ``frame(on_events([event])[0])``. None for other events."""
         t = type(event)
-        if t is ReasoningDelta:
+        if t is evt.ReasoningDelta:
             key = -1
-        elif t is TextDelta:
+        elif t is evt.TextDelta:
             key = -2
-        elif t is ToolCallArgumentsDelta:
+        elif t is evt.ToolCallArgumentsDelta:
             key = event.index
         else:
             return None
@@ -222,7 +213,7 @@ class ChatEncoder:
         u["prompt_cache_miss_tokens"] = m.prompt_tokens - m.cached_tokens
         return u
 
-    def close(self, finish: Finish) -> list[dict[str, Any]]:
+    def close(self, finish: evt.Finish) -> list[dict[str, Any]]:
         """The final chunk: empty content delta, mapped ``finish_reason``, ``usage`` (+ notes)."""
         delta: dict[str, Any] = {"content": "", "reasoning_content": None} if self._thinking else {"content": ""}
         c = self._chunk(delta, chat_finish_reason(finish.reason, finish.tool_calls, finish.matched_stop))
@@ -252,7 +243,7 @@ class ChatEncoder:
 
     # ------------------------------------------------------------------ whole response
 
-    def response(self, parsed: ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
+    def response(self, parsed: evt.ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
         """The ``chat.completion`` object; equals what ``ChatCompletionStreamState`` accumulates from
         this encoder's chunks (same id, created, model, fingerprint)."""
         m = self._meta
@@ -302,7 +293,7 @@ class ChatEncoder:
 
     def done(self) -> bytes:
         """``data: [DONE]\\n\\n``."""
-        return sse_done()
+        return evt.sse_done()
 
 
 def total_usage(usages: Sequence[dict[str, Any]]) -> dict[str, Any]:

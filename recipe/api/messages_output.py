@@ -30,16 +30,7 @@ from orjson import dumps as _orjson_dumps
 from recipe.jsonfmt import dumps_wire
 
 from recipe.cache.usage import PromptUsage
-from recipe.output.events import (
-    Finish,
-    OutputEvent,
-    ParsedOutput,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallArgumentsDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
+from recipe.output import events as evt
 
 from recipe.api.encoder import HOLE, frame_template
 
@@ -139,7 +130,7 @@ class MessagesEncoder:
         # streamed layout: [kind, chars] for thinking/text runs, [_TOOL, call index] for tool uses
         self._layout: list[list[int]] = []
         self._run: list[int] | None = None  # the open thinking/text layout entry
-        self._held: list[OutputEvent] = []  # text that arrived inside an open tool call
+        self._held: list[evt.OutputEvent] = []  # text that arrived inside an open tool call
         self._tpl: dict[int, tuple[bytes, ...]] = {}  # block index -> delta frame template; () ambiguous
         self._ftpl: tuple[bytes, ...] | None = None  # the open tool block's template (fragment_sse)
 
@@ -220,27 +211,27 @@ class MessagesEncoder:
             return {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": text}}
         return {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": text}}
 
-    def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
+    def on_events(self, events: Sequence[evt.OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
         """Block starts, deltas and stops for parser events (``logprobs`` are ignored: Messages has
         none). ``ToolCallEnd`` closes the tool block; ``Finish`` goes to :meth:`close`."""
         out: list[dict[str, Any]] = []
         delta = self._delta
         for ev in events:
             t = type(ev)
-            if t is TextDelta or t is ReasoningDelta:
+            if t is evt.TextDelta or t is evt.ReasoningDelta:
                 if self._kind == _TOOL:
                     self._held.append(ev)  # blocks cannot interleave: sent after the tool block
                     continue
-                kind = _TEXT if t is TextDelta else _THINKING
+                kind = _TEXT if t is evt.TextDelta else _THINKING
                 if self._kind != kind:
                     self._start(kind, out)
                 self._run[1] += len(ev.text)  # type: ignore[index]
                 out.append(delta(self._index, kind, ev.text))
-            elif t is ToolCallArgumentsDelta:
+            elif t is evt.ToolCallArgumentsDelta:
                 block = self._tool_blocks.get(ev.index)
                 if block is not None:
                     out.append(delta(block, _TOOL, ev.text))
-            elif t is ToolCallStart:
+            elif t is evt.ToolCallStart:
                 if self._kind is not None:
                     self._stop(out)
                 self._index += 1
@@ -253,23 +244,23 @@ class MessagesEncoder:
                 if not self._pinged:
                     self._pinged = True
                     out.append({"type": "ping"})
-            elif t is ToolCallEnd and self._kind == _TOOL and self._tool_blocks.get(ev.index) == self._index:
+            elif t is evt.ToolCallEnd and self._kind == _TOOL and self._tool_blocks.get(ev.index) == self._index:
                 self._stop(out)
                 self._flush_held(out)
         return out
 
-    def delta_sse(self, event: OutputEvent) -> bytes | None:
+    def delta_sse(self, event: evt.OutputEvent) -> bytes | None:
         """The frame of one delta the open block takes as it is (text in a text block, reasoning in
         a thinking block, a started call's arguments), from the block's template
         (:func:`~recipe.api.encoder.frame_template`); byte for byte ``frame(on_events([event])[0])``.
         None otherwise."""
         t = type(event)
-        if t is TextDelta or t is ReasoningDelta:
+        if t is evt.TextDelta or t is evt.ReasoningDelta:
             kind = self._kind
-            if kind != (_TEXT if t is TextDelta else _THINKING):
+            if kind != (_TEXT if t is evt.TextDelta else _THINKING):
                 return None
             block = self._index
-        elif t is ToolCallArgumentsDelta:
+        elif t is evt.ToolCallArgumentsDelta:
             block = self._tool_blocks.get(event.index)
             if block is None:
                 return None
@@ -312,7 +303,7 @@ class MessagesEncoder:
             held, self._held = self._held, []
             out += self.on_events(held)
 
-    def close(self, finish: Finish) -> list[dict[str, Any]]:
+    def close(self, finish: evt.Finish) -> list[dict[str, Any]]:
         """Close the open block, then ``message_delta`` (stop reason, cumulative usage, notes) and
         ``message_stop``."""
         out: list[dict[str, Any]] = []
@@ -335,7 +326,7 @@ class MessagesEncoder:
 
     # ------------------------------------------------------------------ whole response
 
-    def _blocks(self, parsed: ParsedOutput) -> list[dict[str, Any]]:
+    def _blocks(self, parsed: evt.ParsedOutput) -> list[dict[str, Any]]:
         calls = {c.index: c for c in parsed.tool_calls}
         texts = (parsed.reasoning_content, parsed.content)
         layout = self._layout
@@ -370,7 +361,7 @@ class MessagesEncoder:
                 blocks.append({"type": "text", "text": texts[1][a:a + n]})
         return blocks
 
-    def response(self, parsed: ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
+    def response(self, parsed: evt.ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
         """The ``message`` object; equals what the SDK accumulates (``get_final_message()``) from
         this encoder's events for the same output, plus ``recipe.notes`` for degraded output."""
         m = self._meta

@@ -52,16 +52,7 @@ from recipe.api.responses_wire import (
     WebSearchTool,
 )
 from recipe.cache.usage import PromptUsage
-from recipe.output.events import (
-    Finish,
-    OutputEvent,
-    ParsedOutput,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallArgumentsDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
+from recipe.output import events as evt
 
 from recipe.api.encoder import HOLE, frame_template
 
@@ -291,7 +282,7 @@ class ResponsesEncoder:
         self._final: dict[str, Any] | None = None
         # text / reasoning deltas that arrived inside an unfinished call (parser note
         # text_in_tool_block): sent as the next message once the call is complete
-        self._held: list[OutputEvent] = []
+        self._held: list[evt.OutputEvent] = []
         self._frag: tuple[Any, ...] | None = None  # fragment_sse's state (the item it is for first)
 
     # ------------------------------------------------------------------ response object
@@ -431,7 +422,7 @@ class ResponsesEncoder:
         return {"type": "response.function_call_arguments.delta", "delta": text, "item_id": cur.id,
                 "output_index": cur.index, "sequence_number": seq}
 
-    def on_events(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
+    def on_events(self, events: Sequence[evt.OutputEvent], logprobs: Sequence[TokenLogprob] | None = None) -> list[dict[str, Any]]:
         """Events for parser output: items opened/closed as the kind changes, one delta event per
         text / reasoning / argument delta. ``logprobs`` go on the first ``output_text.delta``
         (reasoning deltas carry none, as in deepseek-recipe)."""
@@ -439,7 +430,7 @@ class ResponsesEncoder:
         self._feed(events, logprobs, out)
         return out
 
-    def delta_sse(self, event: OutputEvent) -> bytes | None:
+    def delta_sse(self, event: evt.OutputEvent) -> bytes | None:
         """The frame of one delta the open item takes as it is (text in a message, reasoning in a
         reasoning item, the open call's arguments), from the item's template
         (:func:`~recipe.api.encoder.frame_template`: constant bytes around the text's JSON and the
@@ -449,15 +440,15 @@ class ResponsesEncoder:
             return None
         t = type(event)
         kind = cur.kind
-        if t is TextDelta:
+        if t is evt.TextDelta:
             if kind != "message":
                 return None
             acc = cur.texts
-        elif t is ReasoningDelta:
+        elif t is evt.ReasoningDelta:
             if kind != "reasoning":
                 return None
             acc = cur.texts
-        elif t is ToolCallArgumentsDelta:
+        elif t is evt.ToolCallArgumentsDelta:
             if kind != "function_call" or cur.call != event.index:
                 return None
             acc = cur.args
@@ -504,15 +495,15 @@ class ResponsesEncoder:
             tpl = cur.tpl = frame_template(self.frame(self._delta(cur, HOLE, HOLE)), 2) or ()
         return (cur, cur.args, *tpl) if tpl else None
 
-    def _feed(self, events: Sequence[OutputEvent], logprobs: Sequence[TokenLogprob] | None, out: list[dict[str, Any]]) -> None:
+    def _feed(self, events: Sequence[evt.OutputEvent], logprobs: Sequence[TokenLogprob] | None, out: list[dict[str, Any]]) -> None:
         pending = logprobs
         for ev in events:
             t = type(ev)
             cur = self._cur
-            if (t is TextDelta or t is ReasoningDelta) and cur is not None and cur.call >= 0 and cur.final is None:
+            if (t is evt.TextDelta or t is evt.ReasoningDelta) and cur is not None and cur.call >= 0 and cur.final is None:
                 self._held.append(ev)  # inside an unfinished call: keep the call's item whole
                 continue
-            if t is TextDelta:
+            if t is evt.TextDelta:
                 if cur is None or cur.kind != "message":
                     cur = self._start("message", out)
                     self._added(cur, out)
@@ -522,20 +513,20 @@ class ResponsesEncoder:
                     cur.lps.extend(lp)
                 cur.texts.append(ev.text)
                 out.append(self._delta(cur, ev.text, self._next(), lp))
-            elif t is ReasoningDelta:
+            elif t is evt.ReasoningDelta:
                 if cur is None or cur.kind != "reasoning":
                     cur = self._start("reasoning", out)
                     self._added(cur, out)
                 pending = None
                 cur.texts.append(ev.text)
                 out.append(self._delta(cur, ev.text, self._next()))
-            elif t is ToolCallArgumentsDelta:
+            elif t is evt.ToolCallArgumentsDelta:
                 if cur is None or cur.call != ev.index:
                     continue  # not the open call (cannot happen: the parser orders call events)
                 cur.args.append(ev.text)
                 if cur.kind == "function_call":
                     out.append(self._delta(cur, ev.text, self._next()))
-            elif t is ToolCallStart:
+            elif t is evt.ToolCallStart:
                 kind = "custom_tool_call" if ev.name in self._custom else "function_call"
                 cur = self._start(kind, out)
                 cur.call, cur.call_id = ev.index, ev.id
@@ -545,7 +536,7 @@ class ResponsesEncoder:
                 else:
                     cur.name = ev.name
                 self._added(cur, out)
-            elif t is ToolCallEnd:
+            elif t is evt.ToolCallEnd:
                 if cur is None or cur.call != ev.index:
                     continue
                 if cur.kind == "custom_tool_call":
@@ -556,7 +547,7 @@ class ResponsesEncoder:
                     held, self._held = self._held, []
                     self._feed(held, None, out)
 
-    def close(self, finish: Finish) -> list[dict[str, Any]]:
+    def close(self, finish: evt.Finish) -> list[dict[str, Any]]:
         """Close the open item (status ``incomplete`` unless the backend said ``stop``), then
         ``response.completed`` / ``response.incomplete`` with the full output and usage (+ notes)."""
         status, reason = response_status(finish.reason)
@@ -585,7 +576,7 @@ class ResponsesEncoder:
 
     # ------------------------------------------------------------------ whole response
 
-    def _matches(self, parsed: ParsedOutput) -> bool:
+    def _matches(self, parsed: evt.ParsedOutput) -> bool:
         texts: dict[str, list[str]] = {"message": [], "reasoning": []}
         calls: list[str] = []
         for it in self._items:
@@ -596,27 +587,28 @@ class ResponsesEncoder:
         return ("".join(texts["message"]) == parsed.content and "".join(texts["reasoning"]) == parsed.reasoning_content
                 and calls == [c.id for c in parsed.tool_calls])
 
-    def response(self, parsed: ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
+    def response(self, parsed: evt.ParsedOutput, logprobs: ChannelLogprobs | None = None) -> dict[str, Any]:
         """The non-streamed ``response`` object: exactly the ``response`` of the final stream event
         when this encoder was driven with the same output (what :func:`recipe.response` does), else
         built by replaying ``parsed`` (reasoning, answer, calls) through a fresh encoder."""
         if self._final is not None and self._matches(parsed):
             return copy_json(self._final)
         enc = ResponsesEncoder(self._prep, self._meta)
-        events: list[OutputEvent] = []
+        events: list[evt.OutputEvent] = []
         if parsed.reasoning_content:
-            events.append(ReasoningDelta(parsed.reasoning_content))
+            events.append(evt.ReasoningDelta(parsed.reasoning_content))
         if parsed.content:
-            events.append(TextDelta(parsed.content))
+            events.append(evt.TextDelta(parsed.content))
         for c in parsed.tool_calls:
-            events += [ToolCallStart(c.index, c.id, c.name), ToolCallArgumentsDelta(c.index, c.arguments), ToolCallEnd(c.index, c.arguments)]
+            events += [evt.ToolCallStart(c.index, c.id, c.name), evt.ToolCallArgumentsDelta(c.index, c.arguments),
+                       evt.ToolCallEnd(c.index, c.arguments)]
         lps = logprobs.content if logprobs is not None else None
         if parsed.reasoning_content and lps:
             enc.on_events(events[:1])
             enc.on_events(events[1:], lps)
         else:
             enc.on_events(events, lps)
-        enc.close(Finish(parsed.backend_reason or "stop", parsed.completion_tokens, parsed.reasoning_tokens,
+        enc.close(evt.Finish(parsed.backend_reason or "stop", parsed.completion_tokens, parsed.reasoning_tokens,
                          parsed.matched_stop, len(parsed.tool_calls), parsed.notes))
         assert enc._final is not None
         return enc._final

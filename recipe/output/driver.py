@@ -46,17 +46,7 @@ from recipe.api.responses_output import ResponsesEncoder
 from recipe.encodings.table import get_encoding
 from recipe.jsonfmt import parse_json_value
 from recipe.schema.validation import validate_instance
-from recipe.output.events import (
-    Finish,
-    OutputEvent,
-    ParsedOutput,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallArgumentsDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    accumulate,
-)
+from recipe.output import events as evt
 from recipe.tokenizer import Tokenizer
 
 __all__ = [
@@ -75,8 +65,8 @@ __all__ = [
 ENCODERS: Mapping[str, type] = MappingProxyType(
     {"chat": ChatEncoder, "messages": MessagesEncoder, "responses": ResponsesEncoder})
 
-_TEXT = (TextDelta, ReasoningDelta)
-_TOOL = (ToolCallStart, ToolCallArgumentsDelta, ToolCallEnd)
+_TEXT = (evt.TextDelta, evt.ReasoningDelta)
+_TOOL = (evt.ToolCallStart, evt.ToolCallArgumentsDelta, evt.ToolCallEnd)
 _BATCH = 64  # push_sse frames the payloads of this many events at a time
 
 
@@ -167,13 +157,13 @@ class CompletionStream:
         )
         self._enc: StreamEncoder = cls(prep, meta, **encoder_options) if encoder_options else cls(prep, meta)
         self._opened = False
-        self._finish: Finish | None = None
+        self._finish: evt.Finish | None = None
         self._done_sent = False
         self._want_lp = prep.conversation.sampling.logprobs  # Chat logprobs, Responses top_logprobs
         self._pending: list[TokenLogprob] = []
         self._lp_content: list[TokenLogprob] = []
         self._lp_reasoning: list[TokenLogprob] = []
-        self._events: list[OutputEvent] | None = None
+        self._events: list[evt.OutputEvent] | None = None
         self._is_special = tok.is_special
         # the answer text, kept only when it must be validated against a json_schema response format
         self._answer: list[str] | None = [] if prep.parsing.response_schema is not None else None
@@ -235,7 +225,7 @@ class CompletionStream:
         except (KeyError, OverflowError, TypeError):  # an id outside the vocabulary: say which
             self._tok.check_ids(token_ids)
             raise
-        if events and not self._pending and self._events is None and self._answer is None and type(events[-1]) is not Finish:
+        if events and not self._pending and self._events is None and self._answer is None and type(events[-1]) is not evt.Finish:
             out += self._enc.on_events(events)  # fast path: nothing to attribute, not the end
         elif events:
             self._handle(events, None, out)
@@ -264,13 +254,13 @@ class CompletionStream:
             data = self._frag_sse(events[1], events[4])  # type: ignore[misc]
             if data is not None:
                 return data
-            events = [ToolCallArgumentsDelta(self._parser.open_call, events[1])]  # type: ignore[attr-defined]
+            events = [evt.ToolCallArgumentsDelta(self._parser.open_call, events[1])]  # type: ignore[attr-defined]
         enc = self._enc
         if len(events) == 1:
             data = enc.delta_sse(events[0])
             if data is not None:
                 return data
-        if type(events[-1]) is Finish:
+        if type(events[-1]) is evt.Finish:
             out: list[dict[str, Any]] = []
             self._handle(events, None, out)
             return self.sse(out)
@@ -336,15 +326,15 @@ class CompletionStream:
         b = tb(tid)
         return TokenLogprob(tid, _token_text(b), b, float(value), alts)
 
-    def _handle(self, events: list[OutputEvent], entry: TokenLogprob | None, out: list[dict[str, Any]]) -> None:
+    def _handle(self, events: list[evt.OutputEvent], entry: TokenLogprob | None, out: list[dict[str, Any]]) -> None:
         """Encode one parser result; attribute pending log probabilities (docs/streaming.md)."""
-        fin = events[-1] if events and type(events[-1]) is Finish else None
+        fin = events[-1] if events and type(events[-1]) is evt.Finish else None
         body = events[:-1] if fin is not None else events
         if fin is not None and self._prep.notes:  # what the request's model was not shown, first
             fin = replace(fin, notes=(*self._prep.notes, *fin.notes))
             events = [*body, fin]
         if self._answer is not None:
-            self._answer.extend(e.text for e in body if type(e) is TextDelta)
+            self._answer.extend(e.text for e in body if type(e) is evt.TextDelta)
             if fin is not None:
                 fin = _check_answer(fin, "".join(self._answer), self._prep.parsing.response_schema)
                 events = [*body, fin]
@@ -357,7 +347,7 @@ class CompletionStream:
             first = next((e for e in body if isinstance(e, _TEXT)), None)
             if first is not None:
                 lp, self._pending = self._pending, []
-                (self._lp_content if type(first) is TextDelta else self._lp_reasoning).extend(lp)
+                (self._lp_content if type(first) is evt.TextDelta else self._lp_reasoning).extend(lp)
             elif any(isinstance(e, _TOOL) for e in body):
                 self._pending = []  # markup and arguments of a tool call carry no log probabilities
         if body:
@@ -378,7 +368,7 @@ class CompletionStream:
 _MAX_SCHEMA_NOTES = 5
 
 
-def _check_answer(fin: Finish, answer: str, schema: Any) -> Finish:
+def _check_answer(fin: evt.Finish, answer: str, schema: Any) -> evt.Finish:
     """``fin`` with ``schema_mismatch`` notes when the final answer does not satisfy the json_schema
     response format (an answer that made tool calls instead is not checked). Never raises."""
     if fin.tool_calls:
@@ -436,7 +426,7 @@ def response(
     else:
         cs.push(token_ids, logprobs)
     cs.finish(finish)
-    return cs._enc.response(accumulate(cs._events), cs._logprobs())
+    return cs._enc.response(evt.accumulate(cs._events), cs._logprobs())
 
 
 def response_from_text(
@@ -452,4 +442,4 @@ def response_from_text(
     cs._events = []
     cs.push_text(text, token_count)
     cs.finish(finish)
-    return cs._enc.response(accumulate(cs._events), None)
+    return cs._enc.response(evt.accumulate(cs._events), None)
