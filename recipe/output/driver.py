@@ -390,31 +390,20 @@ def response(
     *,
     finish: str = "stop",
     logprobs: Sequence[Any] | None = None,
-    prompt_tokens: int | None = None,
-    cached_tokens: int = 0,
-    response_id: str | None = None,
-    created: int | None = None,
-    seed: int | str | None = None,
-    system_fingerprint: str | None = None,
-    tokenizer: Tokenizer | None = None,
-    model: str | None = None,
-    eos_token_ids: Sequence[int] | None = None,
-    encoder_options: Mapping[str, Any] | None = None,
-    choice: int = 0,
+    **stream_options: Any,
 ) -> dict[str, Any]:
     """The non-streamed response (Chat: a ``chat.completion`` object) for a whole model output.
 
-    Arguments as :class:`CompletionStream` (``choice``: the one choice this output is); ``finish`` is the backend's finish reason (ignored when
-    EOS or a stop sequence ended the output first); ``logprobs`` as for :meth:`CompletionStream.push`.
-    Equals what an SDK accumulates from the stream of the same output in any chunking, except that
-    ``completion_tokens`` stops at the id completing a stop sequence (a streamed push that contains the
-    match counts all of its ids, as deepseek-recipe does).
+    ``stream_options``: the keyword arguments of :class:`CompletionStream` (``prompt_tokens``,
+    ``cached_tokens``, ``response_id``, ``created``, ``seed``, ``system_fingerprint``, ``tokenizer``,
+    ``model``, ``eos_token_ids``, ``encoder_options``; ``choice``: the one choice this output is),
+    with its errors (an unknown name raises ``TypeError``); ``finish`` is the backend's finish reason
+    (ignored when EOS or a stop sequence ended the output first); ``logprobs`` as for
+    :meth:`CompletionStream.push`. Equals what an SDK accumulates from the stream of the same output
+    in any chunking, except that ``completion_tokens`` stops at the id completing a stop sequence (a
+    streamed push that contains the match counts all of its ids, as deepseek-recipe does).
     """
-    cs = CompletionStream(
-        prep, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens, response_id=response_id,
-        created=created, seed=seed, system_fingerprint=system_fingerprint, tokenizer=tokenizer,
-        model=model, eos_token_ids=eos_token_ids, encoder_options=encoder_options, choice=choice,
-    )
+    cs = CompletionStream(prep, **stream_options)
     cs._events = []
     if prep.parsing.stop_sequences and logprobs is None:
         # count completion tokens up to the id that completes a stop match, as for EOS (a streamed
