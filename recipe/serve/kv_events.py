@@ -381,10 +381,8 @@ class KVEventSubscriber:
 
     async def _message(self, frames: list[bytes]) -> None:
         if len(frames) != 3 or len(frames[1]) != 8:
-            self._once("frames", "kv events of %s: a message of %d frames (want topic, seq, payload): resynced",
-                       self.replica, len(frames))
-            await self._resync("malformed")
-            self.next_seq = None
+            await self._bad_frames("frames", "kv events of %s: a message of %d frames (want topic, seq, payload): resynced",
+                                   len(frames))
             return
         await self._batch(int.from_bytes(frames[1], "big"), frames[2], fill=True)
 
@@ -443,10 +441,8 @@ class KVEventSubscriber:
                 return
             frames = await dealer.recv_multipart()
             if len(frames) != 4 or len(frames[2]) != 8:
-                self._once("replay-frames", "kv events of %s: a replay answer of %d frames: resynced",
-                           self.replica, len(frames))
-                await self._resync("malformed")
-                self.next_seq = None
+                await self._bad_frames("replay-frames", "kv events of %s: a replay answer of %d frames: resynced",
+                                       len(frames))
                 continue
             seq = int.from_bytes(frames[2], "big", signed=True)
             if seq == _END_SEQ:
@@ -454,6 +450,14 @@ class KVEventSubscriber:
             if self.next_seq is None:  # the start of what the engine buffers
                 self.next_seq = seq
             await self._batch(seq, frames[3], fill=False)
+
+    async def _bad_frames(self, kind: str, msg: str, frames: int) -> None:
+        """A message or replay answer of the wrong shape (``frames`` frames): logged once (``kind``,
+        ``msg`` with the replica and the count), the replica resynced, and its batch sequence
+        forgotten (the next batch starts it again)."""
+        self._once(kind, msg, self.replica, frames)
+        await self._resync("malformed")
+        self.next_seq = None
 
     async def _resync(self, reason: str) -> None:
         """Drop every entry of the replica (see the module docstring)."""
