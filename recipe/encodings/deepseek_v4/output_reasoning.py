@@ -24,17 +24,7 @@ the text is scanned once, kept as pieces while undecided.
 
 from __future__ import annotations
 
-from recipe.encodings.deepseek_v4.output_dsml import (
-    CLOSE,
-    OPEN,
-    T_CLOSE_BLOCK,
-    T_CLOSE_INVOKE,
-    T_CLOSE_PARAM,
-    T_INVOKE,
-    T_PARAM,
-    classify,
-    read_tag,
-)
+from recipe.encodings.deepseek_v4 import output_dsml as dsml
 from recipe.encodings.deepseek_v4.output_state import BLOCK, REASONING, RBLOCK, SWITCH
 from recipe.output.parsing import MarkerMatcher
 
@@ -67,7 +57,7 @@ class ReasoningCalls:
         self._rb_names: set[str] = set()
         self._rb_need: set[str] = set()
         self._resume_base: int | None = None
-        self._m_rvalue = MarkerMatcher([OPEN, CLOSE, "</think>", *sorted(eos_text), *sorted(roles)])
+        self._m_rvalue = MarkerMatcher([dsml.OPEN, dsml.CLOSE, "</think>", *sorted(eos_text), *sorted(roles)])
 
     def _rblock_start(self, s: str, j: int, k: int, base: int) -> int | None:
         """The block opener ``s[j:k]`` in the reasoning: hold it and decide what follows."""
@@ -128,7 +118,7 @@ class ReasoningCalls:
         self._ws = ""
         self._state = BLOCK
         saved = self._resume, self._resume_at, self._resume_base
-        k = read_tag(block, 0, len(OPEN))
+        k = dsml.read_tag(block, 0, len(dsml.OPEN))
         self._drive(block[k:], 0)
         self._resume, self._resume_at, self._resume_base = saved
         self._after_block = False
@@ -137,18 +127,18 @@ class ReasoningCalls:
     def _rb_tag(self, buf: str, p: int) -> tuple[int, int, str, bool | None]:
         """(end, kind, name, is_string) of the exact tag at ``buf[p]``: end -1 when it needs more
         text, kind -1 when it is no exact tag."""
-        m = OPEN if buf.startswith(OPEN, p) else CLOSE if buf.startswith(CLOSE, p) else None
+        m = dsml.OPEN if buf.startswith(dsml.OPEN, p) else dsml.CLOSE if buf.startswith(dsml.CLOSE, p) else None
         if m is None:
             n = len(buf) - p
-            if n < len(CLOSE) and (OPEN.startswith(buf[p:]) or CLOSE.startswith(buf[p:])):
+            if n < len(dsml.CLOSE) and (dsml.OPEN.startswith(buf[p:]) or dsml.CLOSE.startswith(buf[p:])):
                 return -1, -1, "", None
             return p, -1, "", None
-        k = read_tag(buf, p, len(m))
+        k = dsml.read_tag(buf, p, len(m))
         if k == -1:
             return -1, -1, "", None
         if k == -2:
             return p, -1, "", None
-        kind, name, is_str = classify(buf[p:k], self._dsml)
+        kind, name, is_str = dsml.classify(buf[p:k], self._dsml)
         return k, kind, name, is_str
 
     def _rb_scan(self, buf: str, p: int) -> tuple[int, int]:
@@ -160,12 +150,12 @@ class ReasoningCalls:
                 j, m = self._m_rvalue.find(buf, p)
                 if m is None:
                     return _MORE, j
-                if m != CLOSE:
+                if m != dsml.CLOSE:
                     return _NOGO, j
                 k, kind, _, _ = self._rb_tag(buf, j)
                 if k == -1:
                     return _MORE, j
-                if kind != T_CLOSE_PARAM:
+                if kind != dsml.T_CLOSE_PARAM:
                     return _NOGO, j
                 self._rb_phase = _INVOKE
                 p = k
@@ -178,19 +168,19 @@ class ReasoningCalls:
             if k == -1:
                 return _MORE, p
             if self._rb_phase == _BETWEEN:
-                if kind == T_INVOKE and name in self._declared:
+                if kind == dsml.T_INVOKE and name in self._declared:
                     self._rb_phase = _INVOKE
                     self._rb_names = set()
                     self._rb_need = set(self._strict_req.get(name, ()))
-                elif kind == T_CLOSE_BLOCK and self._rb_calls:
+                elif kind == dsml.T_CLOSE_BLOCK and self._rb_calls:
                     return _GO, k
                 else:
                     return _NOGO, p
-            elif kind == T_PARAM and is_str is not None and name not in self._rb_names:
+            elif kind == dsml.T_PARAM and is_str is not None and name not in self._rb_names:
                 self._rb_names.add(name)
                 self._rb_need.discard(name)
                 self._rb_phase = _VALUE
-            elif kind == T_CLOSE_INVOKE and not self._rb_need:
+            elif kind == dsml.T_CLOSE_INVOKE and not self._rb_need:
                 self._rb_calls += 1
                 self._rb_phase = _BETWEEN
             else:
