@@ -28,14 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recipe.encodings.deepseek_v3.template import _header, _think_cut, glued_calls, render_0324
-from recipe.encodings.v3_shared.constants import (
-    ASSISTANT,
-    EOS,
-    THINK_START,
-    TOOL_CALLS_END,
-    TOOL_OUTPUTS_BEGIN,
-    TOOL_OUTPUTS_END,
-)
+from recipe.encodings.v3_shared import constants
 from recipe.encodings.v3_shared.jinja import check_messages, s, tool_result, turns, user_turn
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
 from recipe.prompt import Prompt
@@ -60,29 +53,29 @@ def _render_2501(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
             if calls is None:
                 raise ChatTemplateError(f"{t} template: tool_calls is None (the template iterates it; leave the key out)")
             is_first = glued_calls(out, i, content, calls, t, is_first, close_each=False)
-            out.special(TOOL_CALLS_END)
-            out.special(EOS)
+            out.special(constants.TOOL_CALLS_END)
+            out.special(constants.EOS)
         if role == "assistant" and "tool_calls" not in m:
             if is_tool:
-                out.special(TOOL_OUTPUTS_END)
+                out.special(constants.TOOL_OUTPUTS_END)
                 out.content(i, s(content, "an assistant message's content", t))
                 is_tool = False
             else:
-                out.special(ASSISTANT)
+                out.special(constants.ASSISTANT)
                 out.content(i, s(_think_cut(content, t, "last"), "an assistant message's content", t))
-            out.special(EOS)
+            out.special(constants.EOS)
         if role == "tool":
             is_tool = True
             if is_output_first:
-                out.special(TOOL_OUTPUTS_BEGIN)
+                out.special(constants.TOOL_OUTPUTS_BEGIN)
                 is_output_first = False
             tool_result(out, i, content, t)
     if is_tool:
-        out.special(TOOL_OUTPUTS_END)
+        out.special(constants.TOOL_OUTPUTS_END)
     if add_generation_prompt and not is_tool:
-        out.special(ASSISTANT)
+        out.special(constants.ASSISTANT)
         if prefill:
-            out.special(THINK_START)
+            out.special(constants.THINK_START)
             out.lit("\n")
 
 

@@ -32,17 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from recipe.encodings.v3_shared.constants import (
-    ASSISTANT,
-    BOS,
-    EOS,
-    TOOL_CALL_BEGIN,
-    TOOL_CALL_END,
-    TOOL_CALLS_BEGIN,
-    TOOL_CALLS_END,
-    TOOL_OUTPUTS_END,
-    TOOL_SEP,
-)
+from recipe.encodings.v3_shared import constants
 from recipe.encodings.v3_shared.jinja import MISSING, calls_of, calls_turn, check_messages, function_of, get
 from recipe.encodings.v3_shared.jinja import open_results, s, system_prompt, tool_result, turns, user_turn
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
@@ -58,14 +48,14 @@ def fenced_call(out: Out, call: Any, template: str) -> None:
     """``<TC>{type}<SEP>{name}\\n```json\\n{arguments}\\n```</TC>`` (V3 / R1 call spelling)."""
     name, arguments = function_of(call, template)
     kind = s(get(call, "type"), "a tool call's type", template)
-    out.special(TOOL_CALL_BEGIN)
+    out.special(constants.TOOL_CALL_BEGIN)
     out.text(kind)
-    out.special(TOOL_SEP)
+    out.special(constants.TOOL_SEP)
     out.text(name)
     out.lit("\n```json\n")
     out.text(arguments)
     out.lit("\n```")
-    out.special(TOOL_CALL_END)
+    out.special(constants.TOOL_CALL_END)
 
 
 def glued_calls(out: Out, i: int, content: Any, calls: Any, template: str, is_first: bool, close_each: bool) -> bool:
@@ -75,24 +65,24 @@ def glued_calls(out: Out, i: int, content: Any, calls: Any, template: str, is_fi
     ``close_each``). Returns the flag."""
     for call in calls_of(calls, template):
         if not is_first:
-            out.special(ASSISTANT)
+            out.special(constants.ASSISTANT)
             if content is not None:
                 out.content(i, s(content, "an assistant message's content", template))
-            out.special(TOOL_CALLS_BEGIN)
+            out.special(constants.TOOL_CALLS_BEGIN)
             fenced_call(out, call, template)
             is_first = True
         else:
             out.lit("\n")
             fenced_call(out, call, template)
             if close_each:
-                out.special(TOOL_CALLS_END)
-                out.special(EOS)
+                out.special(constants.TOOL_CALLS_END)
+                out.special(constants.EOS)
     return is_first
 
 
 def _header(out: Out, messages: Sequence[Mapping[str, Any]], template: str) -> None:
     sys_text, first = system_prompt(messages, template)
-    out.special(BOS)
+    out.special(constants.BOS)
     if first is not None:
         out.starts.append((first, len(out.segs)))
     out.text(sys_text)
@@ -115,20 +105,20 @@ def _render_2412(out: Out, messages: Sequence[Mapping[str, Any]], add_generation
         if role == "assistant" and content is not None:
             text = s(content, "an assistant message's content", t)
             if is_tool:
-                out.special(TOOL_OUTPUTS_END)
+                out.special(constants.TOOL_OUTPUTS_END)
                 is_tool = False
             else:
-                out.special(ASSISTANT)
+                out.special(constants.ASSISTANT)
             out.content(i, text)
-            out.special(EOS)
+            out.special(constants.EOS)
         if role == "tool":
             is_tool = True
             is_output_first = open_results(out, is_output_first)
             tool_result(out, i, content, t)
     if is_tool:
-        out.special(TOOL_OUTPUTS_END)
+        out.special(constants.TOOL_OUTPUTS_END)
     if add_generation_prompt and not is_tool:
-        out.special(ASSISTANT)
+        out.special(constants.ASSISTANT)
 
 
 def _think_cut(content: Any, template: str, how: Literal["last", "first"] | None) -> Any:
@@ -167,7 +157,7 @@ def render_0324(
         if role == "assistant" and calls is not MISSING and calls is not None:
             is_last_user = False
             if is_tool:
-                out.special(TOOL_OUTPUTS_END)
+                out.special(constants.TOOL_OUTPUTS_END)
             is_tool = False
             is_output_first = True
             calls_turn(out, i, content, calls, t, fenced_call, "\n")
@@ -175,19 +165,19 @@ def render_0324(
             is_last_user = False
             text = s(content, "an assistant message's content", t)
             if is_tool:
-                out.special(TOOL_OUTPUTS_END)
+                out.special(constants.TOOL_OUTPUTS_END)
                 is_tool = False
             out.content(i, text)
-            out.special(EOS)
+            out.special(constants.EOS)
         if role == "tool":
             is_last_user = False
             is_tool = True
             is_output_first = open_results(out, is_output_first)
             tool_result(out, i, content, t)
     if is_tool:
-        out.special(TOOL_OUTPUTS_END)
+        out.special(constants.TOOL_OUTPUTS_END)
     if add_generation_prompt and not is_last_user and not is_tool:
-        out.special(ASSISTANT)
+        out.special(constants.ASSISTANT)
 
 
 def render_messages(

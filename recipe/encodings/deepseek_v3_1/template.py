@@ -33,17 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recipe.encodings.deepseek_v3.template import _header, _think_cut
-from recipe.encodings.v3_shared.constants import (
-    ASSISTANT,
-    EOS,
-    THINK_END,
-    THINK_START,
-    TOOL_CALL_BEGIN,
-    TOOL_CALL_END,
-    TOOL_CALLS_BEGIN,
-    TOOL_CALLS_END,
-    TOOL_SEP,
-)
+from recipe.encodings.v3_shared import constants
 from recipe.encodings.v3_shared.jinja import MISSING, calls_turn, check_messages, function_of, get
 from recipe.encodings.v3_shared.jinja import s, tool_result, turns, user_turn
 from recipe.encodings.v3_shared.segments import ChatTemplateError, Out
@@ -57,13 +47,15 @@ REVISIONS = ("V3.1", "V3.2-Exp")
 _TOOLS_HEAD = "## Tools\nYou have access to the following tools:\n\n"
 _FORMAT = (
     "IMPORTANT: ALWAYS adhere to this exact format for tool use:\n",
-    TOOL_CALLS_BEGIN, TOOL_CALL_BEGIN, "tool_call_name", TOOL_SEP, "tool_call_arguments", TOOL_CALL_END,
-    "{{additional_tool_calls}}", TOOL_CALLS_END,
+    constants.TOOL_CALLS_BEGIN, constants.TOOL_CALL_BEGIN, "tool_call_name", constants.TOOL_SEP,
+    "tool_call_arguments", constants.TOOL_CALL_END,
+    "{{additional_tool_calls}}", constants.TOOL_CALLS_END,
     "\n\nWhere:\n- `tool_call_name` must be an exact match to one of the available tools\n"
     "- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n"
     "- For multiple tool calls, chain them directly without separators or spaces",
 )
-_SPECIALS = frozenset((TOOL_CALLS_BEGIN, TOOL_CALL_BEGIN, TOOL_SEP, TOOL_CALL_END, TOOL_CALLS_END))
+_SPECIALS = frozenset((constants.TOOL_CALLS_BEGIN, constants.TOOL_CALL_BEGIN, constants.TOOL_SEP,
+                       constants.TOOL_CALL_END, constants.TOOL_CALLS_END))
 
 
 def _tool_section(function: Mapping[str, Any]) -> str:
@@ -99,11 +91,11 @@ def tools_system_text(tools: Sequence[Any]) -> str:
 
 def _call(out: Out, call: Any, template: str) -> None:
     name, arguments = function_of(call, template)
-    out.special(TOOL_CALL_BEGIN)
+    out.special(constants.TOOL_CALL_BEGIN)
     out.text(name)
-    out.special(TOOL_SEP)
+    out.special(constants.TOOL_SEP)
     out.text(arguments)
-    out.special(TOOL_CALL_END)
+    out.special(constants.TOOL_CALL_END)
 
 
 def _system(out: Out, messages: Sequence[Mapping[str, Any]], template: str, tools: tuple[Segment, ...]) -> None:
@@ -128,16 +120,16 @@ def _render(out: Out, messages: Sequence[Mapping[str, Any]], add_generation_prom
         calls = get(m, "tool_calls")
         if role == "assistant" and calls is not MISSING and calls is not None:
             if is_last_user or is_only_sys:
-                out.special(ASSISTANT)
-                out.special(THINK_END)
+                out.special(constants.ASSISTANT)
+                out.special(constants.THINK_END)
             is_last_user = is_tool = False
             calls_turn(out, i, content, calls, t, _call, "")
         if role == "assistant" and (calls is MISSING or calls is None):
             prefix = get(m, "prefix")
             prefix = prefix is not MISSING and bool(prefix)
             if is_last_user:
-                out.special(ASSISTANT)
-                out.special(THINK_START if prefix and thinking else THINK_END)
+                out.special(constants.ASSISTANT)
+                out.special(constants.THINK_START if prefix and thinking else constants.THINK_END)
             if exp and prefix:
                 is_prefix = True
             is_last_user = False
@@ -146,7 +138,7 @@ def _render(out: Out, messages: Sequence[Mapping[str, Any]], add_generation_prom
                 is_tool = False
             else:
                 out.content(i, s(_think_cut(content, t, "first"), "an assistant message's content", t))
-            out.special(EOS)
+            out.special(constants.EOS)
         if role == "tool":
             is_last_user = False
             is_tool = True
@@ -156,8 +148,8 @@ def _render(out: Out, messages: Sequence[Mapping[str, Any]], add_generation_prom
     if not add_generation_prompt or is_tool:
         return
     if is_last_user if not exp else (is_last_user or is_only_sys or not is_prefix):
-        out.special(ASSISTANT)
-        out.special(THINK_START if thinking else THINK_END)
+        out.special(constants.ASSISTANT)
+        out.special(constants.THINK_START if thinking else constants.THINK_END)
 
 
 def render_messages(
