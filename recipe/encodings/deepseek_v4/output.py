@@ -782,9 +782,9 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold, ReasoningCalls):
 _HANDLERS = (
     OutputParser._do_reasoning,
     OutputParser._do_content,
-    OutputParser._do_block,
-    OutputParser._do_invoke,
-    OutputParser._do_value,
+    OutputParser._do_tags,  # BLOCK
+    OutputParser._do_tags,  # INVOKE
+    OutputParser._do_tags,  # VALUE
     OutputParser._do_recover,
     OutputParser._do_hold,
     OutputParser._do_rblock,

@@ -223,17 +223,29 @@ class ToolCallBlock:
             self._flush_args()
             self._emit_content(body)
 
-    def _do_block(self, s: str, i: int, base: int) -> int | None:
-        if len(s) - i >= BULK_MIN and self._re_run is not None:
+    def _do_tags(self, s: str, i: int, base: int) -> int | None:
+        """The handler of the ``BLOCK``, ``INVOKE`` and ``VALUE`` states: the next tag
+        (:meth:`_dsml_step`) goes to the state's tag rule (``_block_tag``, ``_invoke_tag``,
+        ``_value_tag``). Returns where to continue, or None when everything was read (or held)."""
+        st = self._state
+        if st == BLOCK and len(s) - i >= BULK_MIN and self._re_run is not None:
             i = self._bulk_invokes(s, i)
             if self._state != BLOCK:
                 return i
         r = self._dsml_step(s, i, base)
         if r is None:
             return None
-        j, kind, name, _, k = r
+        j, kind, name, is_str, k = r
         if kind == -1:
             return k
+        if st == INVOKE:
+            return self._invoke_tag(kind, name, is_str, s, j, k)
+        if st == VALUE:
+            return self._value_tag(kind, name, is_str, s, j, k)
+        return self._block_tag(kind, name, s, j, k)
+
+    def _block_tag(self, kind: int, name: str, s: str, j: int, k: int) -> int:
+        """Handle the tag ``s[j:k]`` between invokes; returns where to continue."""
         if kind == T_INVOKE:
             if self._needs_hold(name) and not self._take_approval(s, j):
                 self._hold_start(s, j, k, BLOCK, name)
@@ -247,15 +259,6 @@ class ToolCallBlock:
         else:  # stray closer or a repeated block opener: markup, dropped
             self._note("stray_dsml")
         return k
-
-    def _do_invoke(self, s: str, i: int, base: int) -> int | None:
-        r = self._dsml_step(s, i, base)
-        if r is None:
-            return None
-        j, kind, name, is_str, k = r
-        if kind == -1:
-            return k
-        return self._invoke_tag(kind, name, is_str, s, j, k)
 
     def _invoke_tag(self, kind: int, name: str, is_str: bool | None, s: str, j: int, k: int) -> int:
         """Handle the tag ``s[j:k]`` inside an invoke; returns where to continue (``j``: the block
@@ -291,13 +294,9 @@ class ToolCallBlock:
             self._to_content(s[j:k])
         return k
 
-    def _do_value(self, s: str, i: int, base: int) -> int | None:
-        r = self._dsml_step(s, i, base)
-        if r is None:
-            return None
-        j, kind, name, is_str, k = r
-        if kind == -1:
-            return k
+    def _value_tag(self, kind: int, name: str, is_str: bool | None, s: str, j: int, k: int) -> int:
+        """Handle the tag ``s[j:k]`` inside a parameter value: its closer ends the value, another
+        structural tag ends it implicitly and is read as a tag of the invoke."""
         if kind == T_CLOSE_PARAM:
             self._end_value(False, s[j:k])
             self._state = INVOKE
