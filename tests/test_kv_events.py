@@ -90,6 +90,7 @@ class Publisher:
         self.seq = 0
         self.buffer: deque[tuple[int, bytes]] = deque(maxlen=buffer)
         self.replays: list[int] = []
+        self.bad_answers = 0  # replay requests answered with a malformed entry first
         self.router = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -114,6 +115,9 @@ class Publisher:
             client, _, start = self.router.recv_multipart()
             first = int.from_bytes(start, "big")
             self.replays.append(first)
+            if self.bad_answers:
+                self.bad_answers -= 1
+                self.router.send_multipart([client, b"", self.topic, b"short", b""])  # a 5-byte sequence frame
             for seq, payload in list(self.buffer):
                 if seq >= first:
                     self.router.send_multipart([client, b"", self.topic, seq.to_bytes(8, "big"), payload])
@@ -313,6 +317,28 @@ def test_a_gap_the_replay_buffer_no_longer_holds_resyncs(caplog):
         assert any("not in the replay buffer" in r.getMessage() for r in caplog.records)
     finally:
         pub.close()
+
+
+def test_a_malformed_replay_answer_resyncs_and_the_replay_goes_on(pub, caplog):
+    async def main():
+        index = MemoryPrefixIndex()
+        sub = await connected(pub, index)
+        pub.publish(stored(OTHER, OTHER_HASHES))
+        await until(lambda: held_blocks(index, "r0", OTHER_HASHES) == 2)
+        pub.bad_answers = 1
+        pub.publish(stored(PROMPT[:2 * BS], HASHES[:2]), send=False)  # lost: the gap asks the replay socket
+        pub.publish(stored(PROMPT[:3 * BS], HASHES[:3]))
+        await until(lambda: sub.next_seq == pub.seq)
+        # the bad entry dropped the replica's blocks and its sequence; the replay's batches after it
+        # were applied from the first one on
+        assert held_blocks(index, "r0", OTHER_HASHES) == 0
+        assert held_blocks(index, "r0", HASHES) == 3
+        assert sub.resyncs.get("malformed") == 1 and not sub.resyncs.get("gap")
+        await sub.aclose()
+
+    with caplog.at_level(logging.WARNING, "recipe.serve.kv_events"):
+        asyncio.run(main())
+    assert sum("a replay answer of 4 frames: resynced" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_without_a_replay_socket_a_gap_resyncs():
