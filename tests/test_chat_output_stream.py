@@ -144,6 +144,11 @@ def test_prompt_token_defaults_and_checks():
         CompletionStream(prep, prompt_tokens=2, cached_tokens=3)
     with pytest.raises(ValueError):
         CompletionStream(prep, cached_tokens=-1)
+    # response() takes the stream's options with their checks, and refuses a name the stream lacks
+    with pytest.raises(ValueError):
+        response(prep, ids_of("Hi"), prompt_tokens=2, cached_tokens=3)
+    with pytest.raises(TypeError):
+        response(prep, ids_of("Hi"), cached=3)
 
 
 # ---------------------------------------------------------------- finish reasons
