@@ -381,6 +381,8 @@ class Script:
             that a request's prompt plus ``max_tokens`` must fit (else vLLM's 400).
         vocabulary: vLLM: the vocabulary its ``POST /tokenize`` encodes with (``v4``: DeepSeek-V4's,
             ``v3``: DeepSeek-V3's, through recipe's tokenizer), or None: no ``/tokenize`` route.
+        text: vLLM: each frame's ``text`` is its ids' decoded text (as vLLM sends it: UTF-8, with
+            U+2028 / U+2029 / U+0085 unescaped), else ``""``.
     """
 
     ids: list[int]
@@ -397,6 +399,7 @@ class Script:
     choices: list[list[int]] | None = None
     max_model_len: int | None = None
     vocabulary: str | None = "v4"
+    text: bool = False
 
 
 @dataclass
@@ -410,6 +413,13 @@ class Seen:
     checked: int = 0  # scripted outputs llguidance accepted under the request's grammar
     violations: list[str] = field(default_factory=list)  # scripted outputs it rejected
     sampled: list[list[int]] = field(default_factory=list)  # outputs sampled under the grammar
+    peers: list[Any] = field(default_factory=list)  # vLLM: each generation request's client (host, port)
+
+
+def _decoded(ids: list[int]) -> str:
+    from recipe.tokenizer import load_tokenizer
+
+    return load_tokenizer().decode(ids)
 
 
 def _frame(obj: Any) -> bytes:
@@ -524,6 +534,7 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
     async def completions(request: Request) -> Response:
         raw = await request.json()
         seen.bodies.append(raw)
+        seen.peers.append(tuple(request.client) if request.client else None)
         try:
             req = VLLMCompletionRequest.model_validate(raw)
             if req.structured_outputs is not None:
@@ -565,7 +576,8 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
                 return ([_frame({**base, "choices": [], "usage": usage})] if req.stream_options and req.stream_options.include_usage
                         else []) + [b"data: [DONE]\n\n"]
             ids = out[start:end]
-            choice: dict[str, Any] = {"index": 0, "text": "", "token_ids": ids, "finish_reason": script.finish if last else None,
+            text = _decoded(ids) if script.text else ""
+            choice: dict[str, Any] = {"index": 0, "text": text, "token_ids": ids, "finish_reason": script.finish if last else None,
                                       "stop_reason": None, "logprobs": None}
             if start == 0:
                 choice["prompt_token_ids"] = req.prompt

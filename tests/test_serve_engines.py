@@ -204,3 +204,36 @@ def test_vllm_cached_tokens_reported_at_the_end_reach_every_apis_final_usage():
         with _oai(s.url).responses.stream(model=MODEL, input="Hi there. " * 10, reasoning={"effort": "none"}) as stream:
             r = stream.get_final_response()
         assert r.usage.input_tokens_details.cached_tokens == 8 and r.output_text == "Fine."
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_vllm_frames_with_unicode_line_separators_in_their_text_are_one_line_each(chunk):
+    """vLLM's frames carry their ids' text unescaped: U+2028, U+2029 and U+0085 inside a frame's JSON
+    are not line breaks of the SSE stream (only ``\\n``, ``\\r\\n`` and ``\\r`` are), so the answer
+    streams whole instead of failing on a split frame."""
+    text = "Line one\u2028line two\u2029third\x85fourth, café."
+    ids = TOK.encode_with_special_tokens(text + EOS)
+    with served("vllm", Script(ids, chunk=chunk, text=True)) as (s, _):
+        got = "".join(c.choices[0].delta.content or "" for c in _oai(s.url).chat.completions.create(
+            model=MODEL, messages=QUESTION, stream=True, extra_body={"thinking": {"type": "disabled"}}) if c.choices)
+    assert got == text
+
+
+def test_vllm_connection_serves_the_next_request_after_a_finished_stream():
+    """A stream that ended (the usage chunk after the finish) has its ``[DONE]`` and the body's end
+    read, so the engine connection goes back to the pool: consecutive requests, streamed or not,
+    reach vLLM over one connection instead of a new one each."""
+    ids = TOK.encode_with_special_tokens("Fine, thanks." + EOS)
+    with served("vllm", Script(ids, chunk=2, cached=4)) as (s, seen):
+        client = _oai(s.url)
+        for stream in (True, False, True, True):
+            r = client.chat.completions.create(model=MODEL, messages=QUESTION, stream=stream,
+                                               stream_options={"include_usage": True} if stream else None,
+                                               extra_body={"thinking": {"type": "disabled"}})
+            if stream:
+                chunks = list(r)
+                assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Fine, thanks."
+                assert chunks[-1].usage.prompt_tokens_details.cached_tokens == 4
+            else:
+                assert r.choices[0].message.content == "Fine, thanks." and r.usage.prompt_tokens_details.cached_tokens == 4
+    assert len(seen.peers) == 4 and len(set(seen.peers)) == 1, seen.peers

@@ -484,8 +484,11 @@ async def _stream(job: Job, guard: Guard, send: Send, n: int) -> None:
             data = frames.step(d)
             if frames.done:
                 guard.disarm()
-                await _aclose(it)  # EOS, a stop sequence or the engine's finish: stop generating now
+                if d.finish is None:  # EOS or a stop sequence before the engine's finish: stop generating now
+                    await _aclose(it)
                 await writer.close(data + await frames.end())  # the last frames and the end of the body: one write
+                if d.finish is not None:  # the engine's own finish: its stream is closed after the client's last
+                    await _aclose(it)     # byte (an HTTP engine reads the rest of its body, to keep the connection)
                 if first_byte:
                     first_byte = False
                     _observe_first(job, engine_seconds)

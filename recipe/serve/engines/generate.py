@@ -196,7 +196,8 @@ class GenerateEngine(HTTPEngine):
         try:
             async with self.stream(self.path, body) as response:
                 held: EngineDelta | None = None
-                async for obj in sse_objects(response):
+                objects = sse_objects(response)
+                async for obj in objects:
                     err = obj.get("error")
                     if err:
                         finished = True
@@ -208,8 +209,11 @@ class GenerateEngine(HTTPEngine):
                         if held is not None:
                             details = usage.get("prompt_tokens_details") or {}
                             finished = True
-                            yield EngineDelta(held.token_ids, held.logprobs, held.finish, usage.get("prompt_tokens"),
-                                              details.get("cached_tokens") if isinstance(details, dict) else None)
+                            try:
+                                yield EngineDelta(held.token_ids, held.logprobs, held.finish, usage.get("prompt_tokens"),
+                                                  details.get("cached_tokens") if isinstance(details, dict) else None)
+                            finally:  # the request is over: its [DONE] is read, so the connection serves the next one
+                                await objects.finish()
                             return
                         continue
                     if not choices or held is not None:

@@ -34,7 +34,7 @@ from recipe.serve.engines.base import EngineDelta, EngineError, EngineInfo, Engi
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
 
-__all__ = ["HTTPEngine", "sse_objects", "map_status", "refusal", "error_frame", "parse_models", "structured_output",
+__all__ = ["HTTPEngine", "SSEObjects", "sse_objects", "map_status", "refusal", "error_frame", "parse_models", "structured_output",
            "token_ids", "turn_grammar", "GrammarForm", "GRAMMAR_FORMS"]
 
 _log = logging.getLogger(__name__)
@@ -124,29 +124,105 @@ def parse_models(body: bytes) -> EngineInfo:
     return EngineInfo(tuple(m["id"] for m in data), min(lens) if lens else None)
 
 
-async def sse_objects(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The JSON objects of an SSE stream's ``data:`` lines, until ``data: [DONE]`` or EOF.
+#: After an engine's last frame: how long the rest of its body (``data: [DONE]``, the chunked
+#: terminator) is waited for, so the connection goes back to the pool; past it the connection is closed.
+FINISH_SECONDS = 0.25
 
-    Raises:
+
+class SSEObjects:
+    """The JSON objects of an SSE stream's ``data:`` lines, until ``data: [DONE]`` or EOF (iterate
+    it with ``async for``); :meth:`finish` reads what is left of the body after the last object a
+    connector needs, so the engine connection is kept for the next request.
+
+    Lines are split on the bytes (``\\n``, ``\\r\\n`` or ``\\r``, as SSE defines them), not on
+    decoded text: a frame whose JSON holds U+2028, U+2029 or U+0085 unescaped (vLLM's and SGLang's
+    printers leave them so) is one line. A line that is not UTF-8 is read with U+FFFD in place of
+    its bad bytes.
+
+    Raises (while iterating):
+        EngineError: ``protocol`` for a data line that is not a JSON object; ``unavailable`` when
+            the connection breaks.
+    """
+
+    __slots__ = ("_chunks", "_objects", "ended")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._chunks = response.aiter_bytes()
+        self._objects = self._read()
+        self.ended = False  #: the whole body was read
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._objects
+
+    async def _read(self) -> AsyncIterator[dict[str, Any]]:
+        pending = b""
+        try:
+            async for chunk in self._chunks:
+                if pending:
+                    chunk = pending + chunk
+                if b"\r" in chunk:
+                    chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+                lines = chunk.split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if line.startswith(b"data:"):
+                        obj = _data_object(line)
+                        if obj is None:
+                            return
+                        yield obj
+            self.ended = True
+            if pending.startswith(b"data:"):  # a last line without its newline
+                obj = _data_object(pending)
+                if obj is not None:
+                    yield obj
+        except httpx.TransportError as exc:
+            raise EngineError("unavailable", f"engine connection broke mid-stream: {type(exc).__name__}: {exc}") from None
+
+    async def finish(self, seconds: float = FINISH_SECONDS) -> None:
+        """Read the rest of the body (at most ``seconds``), so the connection can serve the next
+        request; an engine that does not end its body by then, or a broken connection, costs only
+        the connection (closed when the response is). Never raises an engine's error."""
+        if self.ended:
+            return
+        try:
+            async with asyncio.timeout(seconds):
+                async for _ in self._chunks:
+                    pass
+            self.ended = True
+        except (TimeoutError, httpx.HTTPError, httpx.StreamError):
+            pass
+
+
+def _data_object(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of a ``data:`` line; None for ``data: [DONE]``."""
+    data = line[5:].strip()
+    if data == b"[DONE]":
+        return None
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8", "replace")
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise EngineError("protocol", f"engine sent malformed JSON: {exc}: {text[:200]!r}") from None
+    if type(obj) is not dict:
+        raise EngineError("protocol", f"engine sent a non-object frame: {data.decode('utf-8', 'replace')[:200]!r}")
+    return obj
+
+
+def sse_objects(response: httpx.Response) -> SSEObjects:
+    """The JSON objects of an SSE stream's ``data:`` lines, until ``data: [DONE]`` or EOF
+    (:class:`SSEObjects`: iterate with ``async for``; ``finish()`` after the last one needed).
+
+    Raises (while iterating):
         EngineError: ``protocol`` for a data line that is not a JSON object; ``unavailable`` when the
             connection breaks.
     """
-    try:
-        async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                return
-            try:
-                obj = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
-                raise EngineError("protocol", f"engine sent malformed JSON: {exc}: {data[:200]!r}") from None
-            if not isinstance(obj, dict):
-                raise EngineError("protocol", f"engine sent a non-object frame: {data[:200]!r}")
-            yield obj
-    except httpx.TransportError as exc:
-        raise EngineError("unavailable", f"engine connection broke mid-stream: {type(exc).__name__}: {exc}") from None
+    return SSEObjects(response)
+
+
+_INT = {int}
 
 
 def token_ids(value: Any, engine: str) -> list[int]:
@@ -158,7 +234,8 @@ def token_ids(value: Any, engine: str) -> list[int]:
     """
     if value is None:
         return []
-    if not isinstance(value, list) or not all(type(i) is int and i >= 0 for i in value):
+    # (the types' set and the minimum: two C passes over the ids, not a Python test per id)
+    if type(value) is not list or (value and ({*map(type, value)} != _INT or min(value) < 0)):
         raise EngineError("protocol", f"{engine} token_ids is not a list of token ids: {str(value)[:200]}")
     return value
 

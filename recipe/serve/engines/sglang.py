@@ -133,7 +133,8 @@ class SGLangEngine(HTTPEngine):
             async with self.stream(self.path, body) as response:
                 seen = [0] * n
                 done: set[int] = set()
-                async for obj in sse_objects(response):
+                objects = sse_objects(response)
+                async for obj in objects:
                     err = obj.get("error")
                     if err:
                         finished = True
@@ -173,10 +174,14 @@ class SGLangEngine(HTTPEngine):
                                 raise refusal(400, str(message))
                             raise EngineError("failed", f"SGLang ended the request: {kind}{': ' + message if message else ''}")
                         finish = kind
+                    if finished:  # the request is over: its [DONE] is read, so the connection serves the next one
+                        try:
+                            yield EngineDelta(new, lps, finish, meta.get("prompt_tokens"), meta.get("cached_tokens"), None, k)
+                        finally:
+                            await objects.finish()
+                        return
                     if new or finish is not None:
                         yield EngineDelta(new, lps, finish, meta.get("prompt_tokens"), meta.get("cached_tokens"), None, k)
-                    if finished:
-                        return
                 raise EngineError("unavailable", "SGLang closed the stream before the output finished")
         finally:
             if not finished:

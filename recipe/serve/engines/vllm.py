@@ -163,18 +163,22 @@ class VLLMEngine(HTTPEngine):
         async with self.stream(self.path, body) as response:
             held: dict[int, EngineDelta] = {}
             prompt: int | None = None
-            async for obj in sse_objects(response):
+            objects = sse_objects(response)
+            async for obj in objects:
                 err = obj.get("error")
                 if err:  # vLLM reports a refusal it finds after the 200 (an invalid grammar …) in the stream
                     raise error_frame(err)
                 if isinstance(obj.get("usage"), dict) and len(held) == n:
                     usage = obj["usage"]
                     details = usage.get("prompt_tokens_details") or {}
-                    for k in range(n - 1):
-                        yield held[k]
-                    d = held[n - 1]
-                    yield EngineDelta(d.token_ids, d.logprobs, d.finish, usage.get("prompt_tokens", prompt),
-                                      details.get("cached_tokens"), None, d.index)
+                    try:
+                        for k in range(n - 1):
+                            yield held[k]
+                        d = held[n - 1]
+                        yield EngineDelta(d.token_ids, d.logprobs, d.finish, usage.get("prompt_tokens", prompt),
+                                          details.get("cached_tokens"), None, d.index)
+                    finally:  # the request is over: read its [DONE], so the connection serves the next one
+                        await objects.finish()
                     return
                 for c in obj.get("choices") or ():
                     k = c.get("index")
@@ -197,5 +201,6 @@ class VLLMEngine(HTTPEngine):
                         yield EngineDelta(ids, lps, None, prompt, None, None, k)
             if len(held) < n:
                 raise EngineError("unavailable", "vLLM closed the stream before the output finished")
+            await objects.finish()
             for k in range(n):
                 yield held[k]
