@@ -567,7 +567,8 @@ async def _whole(job: Job, guard: Guard, send: Send, n: int) -> None:
                 raise EngineError("unavailable", "the engine closed the stream before the output finished") from None
             guard.touch()
         guard.disarm()
-        await _aclose(it)
+        if d.finish is None:  # EOS or a stop sequence before the engine's finish: stop generating now
+            await _aclose(it)  # (else the stream is closed after the answer is sent, as in a stream)
         if usage.cached < 0:
             usage.cached = min(job.cached_estimate, usage.prompt)
         usage.completion = sum(len(c.ids) for c in choices)
@@ -583,6 +584,7 @@ async def _whole(job: Job, guard: Guard, send: Send, n: int) -> None:
         await json_response(send, 200, body, _id_headers(job))
         m.child(m.ttft, api).observe(time.perf_counter() - job.started)
         _count(job, usage)
+        await _aclose(it)
     except asyncio.CancelledError:
         if not guard.absorb():
             raise

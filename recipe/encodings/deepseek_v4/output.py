@@ -214,7 +214,7 @@ class OutputParser(FastPaths, ToolCallBlock, Recovery, Hold, ReasoningCalls):
         self._resume_at = 0  # … from this index
         self._init_recovery()  # the recover state's fields (output_recovery)
         self._init_hold(setup.m_hold)  # the hold state's fields (output_hold)
-        self._init_rblock(setup.eos_text, setup.roles)  # blocks written in the reasoning (output_reasoning)
+        self._init_rblock(setup.m_rvalue)  # blocks written in the reasoning (output_reasoning)
 
         stage = options.thinking_stage
         self._state = _START_STATE.get(stage, CONTENT)

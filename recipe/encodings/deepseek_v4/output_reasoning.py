@@ -46,7 +46,8 @@ class ReasoningCalls:
     ``_strict_req``, ``_dsml``.
     """
 
-    def _init_rblock(self, eos_text: frozenset[str], roles: frozenset[str]) -> None:
+    def _init_rblock(self, m_rvalue: MarkerMatcher) -> None:
+        """The fields' start values; ``m_rvalue``: the markers a value scan stops at (the parser setup's)."""
         self._rb_parts: list[str] = []
         self._rb_h0 = 0
         self._rb_abs = 0
@@ -57,7 +58,7 @@ class ReasoningCalls:
         self._rb_names: set[str] = set()
         self._rb_need: set[str] = set()
         self._resume_base: int | None = None
-        self._m_rvalue = MarkerMatcher([dsml.OPEN, dsml.CLOSE, "</think>", *sorted(eos_text), *sorted(roles)])
+        self._m_rvalue = m_rvalue
 
     def _rblock_start(self, s: str, j: int, k: int, base: int) -> int | None:
         """The block opener ``s[j:k]`` in the reasoning: hold it and decide what follows."""

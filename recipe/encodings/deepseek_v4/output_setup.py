@@ -58,6 +58,7 @@ class ParserSetup:
     m_content: MarkerMatcher
     m_dsml: MarkerMatcher
     m_hold: MarkerMatcher
+    m_rvalue: MarkerMatcher
     fast_ok: bool
     texts: dict[int, str]
     plains: dict[int, Any]
@@ -92,7 +93,8 @@ def parser_setup(tokenizer: Tokenizer, eos_token_ids: Sequence[int], parse_tool_
     setup = ParserSetup(
         eos=eos, eos_set=frozenset(eos), eos_text=eos_text, roles=frozenset(roles), rec=rec,
         m_reason=MarkerMatcher([THINK_END, *eos_list, *roles, *((OPEN, CLOSE) if recover else ())]), m_lit=MarkerMatcher([THINK_END, *eos_list, *roles]),
-        m_content=m_content, m_dsml=m_dsml, m_hold=MarkerMatcher([OPEN, CLOSE, *eos_list]), fast_ok=fast_ok,
+        m_content=m_content, m_dsml=m_dsml, m_hold=MarkerMatcher([OPEN, CLOSE, *eos_list]),
+        m_rvalue=MarkerMatcher([OPEN, CLOSE, THINK_END, *sorted(eos_text), *sorted(roles)]), fast_ok=fast_ok,
         texts=text_cache(tokenizer), plains=plain_cache(tokenizer), re_run=re_run, re_lex=re_lex,
         eos_bytes=_token_bytes(tokenizer, eos))
     if len(_SETUPS) > 64:  # a process that builds many vocabularies: start over rather than grow
