@@ -61,6 +61,11 @@ class Engine:
                     yield frame({"error": {"message": "engine exploded", "type": "InternalServerError", "code": 500}})
                     yield b"data: [DONE]\n\n"
                     return
+                if "refuse" in last:  # vLLM's in-stream refusal of a request it cannot serve
+                    yield frame({"error": {"message": "prompt too long for this model", "type": "BadRequestError",
+                                           "code": 400}})
+                    yield b"data: [DONE]\n\n"
+                    return
                 eos = body["sampling_params"]["stop_token_ids"][0]
                 for i, t in enumerate([*out, eos]):
                     choice: dict[str, Any] = {"index": 0, "token_ids": [t], "finish_reason": "stop" if t == eos else None,
@@ -155,6 +160,15 @@ def test_an_error_frame_is_the_apis_engine_error(fleet):
     assert r.status_code == 502 and "engine exploded" in r.json()["error"]["message"]
     r = httpx.post(srv.url + "/v1/messages", json={**chat("boom"), "max_tokens": 20}, timeout=30)
     assert r.status_code == 502 and r.json()["type"] == "error"
+
+
+def test_an_in_stream_refusal_is_the_apis_400_as_for_the_vllm_connector(fleet):
+    _, srv = fleet
+    r = httpx.post(srv.url + "/v1/chat/completions", json=chat("refuse"), timeout=30)
+    assert r.status_code == 400, r.text
+    assert "prompt too long for this model" in r.json()["error"]["message"]
+    r = httpx.post(srv.url + "/v1/messages", json={**chat("refuse"), "max_tokens": 20}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", r.text
 
 
 def test_an_aborted_generation_is_an_error_not_a_short_answer(fleet):

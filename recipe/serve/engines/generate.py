@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, sse_objects, structured_output, token_ids
+from recipe.serve.engines.http import HTTPEngine, error_frame, sse_objects, structured_output, token_ids
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -201,8 +201,7 @@ class GenerateEngine(HTTPEngine):
                     err = obj.get("error")
                     if err:
                         finished = True
-                        message = err.get("message") if isinstance(err, dict) else str(err)
-                        raise EngineError("failed", f"engine error: {message}")
+                        raise error_frame(err)
                     usage = obj.get("usage")
                     choices = obj.get("choices") or []
                     if not choices and isinstance(usage, dict):
