@@ -57,16 +57,45 @@ def test_the_engines_own_load_counts_while_fresh_and_kv_usage_costs():
     assert pick(3200, [c, Candidate(0, 0)], W, now=101.0) == 1
 
 
+def test_past_the_margin_over_the_fleets_mean_a_shared_prefix_moves_at_light_load():
+    # eight replicas, seven with 2 requests, the holder of a 3,000-token prefix with 5: the mean is
+    # 2.375, the margin max(1.25 x 2.375, 2.375 + 2) = 4.375, and the holder would go to 6
+    d = RoutingWeights()
+    cands = [Candidate(3000, 5), *(Candidate(0, 2) for _ in range(7))]
+    assert cost(3200, cands[0], d, mean_requests=2.375) == 200 + 5 * 512 + 2048 * (6 - 4.375)
+    assert cost(3200, cands[1], d, mean_requests=2.375) == 3200 + 2 * 512  # within the margin
+    assert pick(3200, cands, d) == 1  # a cold replica takes it (the first of the cheapest)
+    assert pick(3200, cands, RoutingWeights(over_tokens=0)) == 0  # without the margin term the holder keeps it
+
+
+def test_at_heavy_load_the_same_excess_is_within_the_margin_and_the_cache_wins():
+    cands = [Candidate(3000, 43), *(Candidate(0, 40) for _ in range(7))]  # mean 40.4: margin 50.5
+    assert pick(3200, cands, RoutingWeights()) == 0
+
+
+def test_a_long_conversation_stays_on_its_holder_past_the_margin():
+    cands = [Candidate(30_000, 6), *(Candidate(0, 2) for _ in range(7))]  # 2.5 requests over: 5,120 < 30,000
+    assert pick(30_200, cands, RoutingWeights()) == 0
+
+
+def test_a_nearly_idle_pool_is_not_split_over_one_request():
+    # two replicas, one request in flight: the mean is 0.5 and the slack of 2 keeps the holder in
+    assert pick(3200, [Candidate(3200, 1), Candidate(0, 0)], RoutingWeights()) == 0
+    assert pick(3200, [Candidate(3200, 1), Candidate(0, 0)], RoutingWeights(load_slack=0, over_tokens=4096)) == 1
+
+
 @given(st.integers(0, 10_000), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 50), st.integers(0, 99)),
                                         min_size=1, max_size=8))
 def test_the_pick_is_a_cheapest_candidate(prompt, rows):
     cands = [Candidate(min(c, prompt), f, s) for c, f, s in rows]
     i = pick(prompt, cands, W)
-    assert cost(prompt, cands[i], W) == min(cost(prompt, c, W) for c in cands)
+    mean = sum(c.in_flight for c in cands) / len(cands)
+    assert cost(prompt, cands[i], W, mean_requests=mean) == min(cost(prompt, c, W, mean_requests=mean) for c in cands)
 
 
 def test_bad_weights_are_refused():
-    for kw in ({"request_tokens": -1}, {"kv_tokens": float("nan")}, {"max_age": 0}):
+    for kw in ({"request_tokens": -1}, {"kv_tokens": float("nan")}, {"max_age": 0}, {"load_margin": -0.1},
+               {"load_slack": float("inf")}, {"over_tokens": -1}):
         with pytest.raises(ValueError):
             RoutingWeights(**kw)
     with pytest.raises(ValueError):

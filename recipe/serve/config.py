@@ -57,7 +57,8 @@ class ServeConfig:
             (:mod:`recipe.serve.routing`); ``prefix`` the longest cached prefix, ties and
             ``max_imbalance`` by load.
         routing_weights: the cost's exchange rates (:class:`~recipe.serve.routing.RoutingWeights`:
-            ``request_tokens`` per request running or waiting, ``kv_tokens`` for a full KV cache).
+            ``request_tokens`` per request running or waiting, ``kv_tokens`` for a full KV cache,
+            ``over_tokens`` per request past ``load_margin`` above the pool's mean).
         metrics_interval: seconds between scrapes of each HTTP engine's ``/metrics`` for its own
             running / waiting requests and KV usage (pools of two or more replicas with ``cost``
             routing); 0 turns scraping off (this server's in-flight counts alone).
