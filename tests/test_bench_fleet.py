@@ -1,7 +1,7 @@
 """bench/bench_fleet.py's simulator on a small fleet: every policy serves the same workload, no
 policy's hit rate beats the infinite shared cache computed in the same run, the replica caches are
 LRU-bounded and the exact index follows their evictions, recipe's policies are ReplicaPool's own
-routes, and the SGLang and Dynamo policies follow their published rules."""
+routes, and the SGLang and Dynamo policies follow their implementations (their default settings)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_every_policy_serves_the_workload_and_none_beats_the_shared_cache(wl):
     for p, r in results.items():
         assert r.requests > 20, p
         assert 0.0 < r.hit <= r.shared_hit + 1e-9 < 1.0, p
-        assert r.p50 <= r.p99 and r.spread >= 1.0 and r.goodput >= 0, p
+        assert r.p50 <= r.p99 and r.spread >= 1.0 and r.load_spread >= 1.0 and r.goodput >= 0, p
     # the cache-aware policies keep more of the prefixes than round-robin on the same requests
     assert results["recipe-cost"].hit > results["round-robin"].hit + 0.1
     assert results["longest-prefix"].hit > results["round-robin"].hit + 0.1
@@ -107,21 +107,27 @@ def test_sglang_switches_to_the_least_loaded_only_past_both_balance_thresholds()
     reps[0].in_flight, reps[1].in_flight = 64, 0  # max - min = 64, not above 64: balanced, the match wins
     assert route(keys) == 0
     other = list(range(100, 110)) + list(range(900, 940))  # r0 matches 10 of 50 blocks, not above 30%
-    assert route(other) == 1  # the smallest tree
+    assert route(other) == 1  # the least loaded
+    reps[0].in_flight, reps[1].in_flight = 0, 5
+    assert route(list(range(100, 110)) + list(range(960, 1000))) == 0  # the least loaded, whatever its tree's size
     reps[0].in_flight, reps[1].in_flight = 200, 135  # 65 apart but 200 < 1.5 x 135: balanced
     assert route(keys) == 0
     reps[0].in_flight, reps[1].in_flight = 65, 0  # 65 - 0 > 64 and 65 > 1.5 x 0: imbalanced
     assert route(keys) == 1  # the least loaded, whatever the match
 
 
-def test_dynamo_scores_uncached_prefill_blocks_plus_active_blocks():
+def test_dynamo_scores_prefill_blocks_plus_potential_decode_blocks():
     reps = [bench_fleet.Replica(i, 600, [0.0]) for i in range(2)]
     router = bench_fleet.Router("dynamo-kv", reps, RoutingWeights())
-    keys = list(range(100, 150))
-    reps[0].hold(keys, keys, router.exact)  # r0 holds the whole prompt: 1 uncached block vs 50
-    assert router.route(bench_fleet.Prompt(3200, keys), keys) == 0
-    reps[0].active = {k: 1 for k in range(1000, 1050)}  # 50 active decode blocks on r0: 1 + 50 > 50 + 0
-    assert router.route(bench_fleet.Prompt(3200, keys), keys) == 1
+    keys = list(range(100, 150))  # 3,200 tokens
+    route = lambda: router.route(bench_fleet.Prompt(3200, keys), keys)  # noqa: E731
+    reps[0].hold(keys, keys, router.exact)  # r0 holds the whole prompt: ~0 prefill blocks against 50
+    assert route() == 0  # 0 + 50 new active blocks < 50 + 50
+    reps[0].active = {k: 1 for k in range(1000, 1060)}  # 60 unrelated blocks in flight on r0
+    assert route() == 1  # 0 + 60 + 50 > 50 + 0 + 50
+    reps[0].active = {k: 1 for k in [*keys[:40], *range(1000, 1020)]}  # its first 40 blocks are in flight there
+    assert route() == 0  # 0 + 60 + 10 (shared blocks count once) < 100
+    assert bench_fleet._unshared(keys, reps[0].active) == 10 and bench_fleet._unshared(keys, {}) == 50
 
 
 def test_recipe_events_reads_what_each_replica_holds_through_its_kv_events():
