@@ -52,7 +52,7 @@ perfectly balanced — would keep every prefill unit busy: the most any policy c
 for every policy. Per-replica caches of this size can reach it (recipe's rule keeps 99–100% of the
 shared cache's hit rate at every point), so it is the capacity of a well-routed fleet, and 110% is
 past it. A cache-blind policy has a far lower capacity of its own (round-robin and least-loaded
-prefill about nine times the tokens per request), so they are past theirs at every point shown.
+prefill seven to eleven times the tokens per request), so they are past theirs at every point shown.
 Reported per fleet size, load and policy over the requests that arrive after ``--warmup`` s: cache
 hit rate (cached / prompt tokens) and its ratio to the infinite shared cache's on the same
 requests, TTFT p50 / p99 (s), goodput (requests/s with TTFT within ``--slo`` s), load spread (the
