@@ -42,39 +42,18 @@ import httpx
 EOS = "<｜end▁of▁sentence｜>"
 MODEL = "deepseek-v4-pro"
 
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from serve_support import redis_process  # noqa: E402
 
 
 @contextmanager
 def redis_server() -> Iterator[str]:
+    """A ``redis-server`` on 127.0.0.1 for the run (tests/serve_support.py's ``redis_process``); its URL."""
     exe = shutil.which("redis-server")
     if exe is None:
         sys.exit("bench_frontends: redis-server is not on PATH")
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as d:
-        proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                 "--dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            import redis
-
-            c = redis.Redis(port=port)
-            for _ in range(200):
-                try:
-                    c.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            c.close()
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with redis_process(exe) as port:
+        yield f"redis://127.0.0.1:{port}/0"
 
 
 @contextmanager

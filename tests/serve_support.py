@@ -151,32 +151,53 @@ def free_port() -> int:
 
 
 @contextmanager
-def redis_server() -> Iterator[str]:
-    """A real ``redis-server`` on 127.0.0.1 (no persistence); yields its URL. Skips without one
-    (fails under CI=true, where .ci/run installs it)."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not on PATH but CI=true: install it (apt-get install -y redis-server)")
-        pytest.skip("redis-server is not on PATH")
+def redis_process(exe: str, *args: str, port: int | None = None, within: float = 10.0) -> Iterator[int]:
+    """``redis-server`` (the program at ``exe``) on 127.0.0.1, on ``port`` or a free one, with no
+    persistence, in a temporary directory, ``args`` added (e.g. cluster options); yields its port once
+    it answers PING; stopped (SIGTERM) at the end of the block.
+
+    Raises:
+        RuntimeError: it does not answer within ``within`` seconds (it is stopped).
+    """
     import redis
 
-    port = free_port()
+    port = free_port() if port is None else port
     with tempfile.TemporaryDirectory() as workdir:
         proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                 "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 "--dir", workdir, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             client = redis.Redis(port=port)
-            for _ in range(200):
+            deadline = time.monotonic() + within
+            while True:
                 try:
                     client.ping()
                     break
                 except redis.ConnectionError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise RuntimeError(f"redis-server did not start on port {port}") from None
                     time.sleep(0.05)
-            else:
-                pytest.fail("redis-server did not start")
             client.close()
-            yield f"redis://127.0.0.1:{port}/0"
+            yield port
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+
+
+def redis_program(*names: str) -> str:
+    """The path of ``redis-server`` (and of the other programs ``names``: e.g. ``redis-cli``); skips
+    the test without them (fails under CI=true, where .ci/run installs them)."""
+    paths = [shutil.which(n) for n in ("redis-server", *names)]
+    if None in paths:
+        missing = " / ".join(n for n, p in zip(("redis-server", *names), paths) if p is None)
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{missing} not on PATH but CI=true: install redis-server (apt-get install -y redis-server)")
+        pytest.skip(f"{missing} not on PATH")
+    return paths[0]  # type: ignore[return-value]
+
+
+@contextmanager
+def redis_server() -> Iterator[str]:
+    """A real ``redis-server`` on 127.0.0.1 (no persistence); yields its URL. Skips without one
+    (fails under CI=true, where .ci/run installs it)."""
+    with redis_process(redis_program()) as port:
+        yield f"redis://127.0.0.1:{port}/0"

@@ -12,7 +12,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from recipe.serve.pool import ReplicaPool
 from recipe.serve.shared_load import SharedLoad, SharedLoadUnavailable
 from recipe.store.conversations import StoredResponse, StoreUnavailable
 from recipe.store.redis_store import RedisStore
-from serve_support import EOS, free_port, redis_server
+from serve_support import EOS, free_port, redis_process, redis_program, redis_server
 
 redis = pytest.importorskip("redis") if os.environ.get("CI") != "true" else __import__("redis")
 from redis.crc import key_slot  # noqa: E402
@@ -261,49 +260,27 @@ def _bindable(port: int) -> bool:
 def redis_cluster(nodes: int = 3) -> Iterator[str]:
     """A real Redis Cluster of ``nodes`` masters on 127.0.0.1 (no persistence); yields its
     ``redis+cluster://`` URL. Skips without redis-server / redis-cli (fails under CI=true)."""
-    exe, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-    if exe is None or cli is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server / redis-cli not on PATH but CI=true: install redis-server")
-        pytest.skip("redis-server / redis-cli not on PATH")
+    exe = redis_program("redis-cli")
+    cli = shutil.which("redis-cli")
     ports: list[int] = []
     while len(ports) < nodes:  # the cluster bus listens on port + 10000
         p = free_port()
         if p + 10000 < 65536 and _bindable(p + 10000) and p not in ports:
             ports.append(p)
     with ExitStack() as stack:
-        procs = []
         for p in ports:
-            d = stack.enter_context(tempfile.TemporaryDirectory())
-            procs.append(subprocess.Popen([exe, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                           "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                           "--cluster-node-timeout", "5000", "--dir", d],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        try:
-            for p in ports:
-                c = redis.Redis(port=p)
-                for _ in range(200):
-                    try:
-                        c.ping()
-                        break
-                    except redis.ConnectionError:
-                        time.sleep(0.05)
-                c.close()
-            subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", "0",
-                            "--cluster-yes"], check=True, capture_output=True, timeout=60)
-            deadline = time.monotonic() + 30
-            for p in ports:
-                c = redis.Redis(port=p)
-                while c.cluster("info").get("cluster_state") != "ok":
-                    assert time.monotonic() < deadline, "the Redis cluster did not come up"
-                    time.sleep(0.1)
-                c.close()
-            yield f"redis+cluster://127.0.0.1:{ports[0]}"
-        finally:
-            for proc in procs:
-                proc.terminate()
-            for proc in procs:
-                proc.wait(timeout=10)
+            stack.enter_context(redis_process(exe, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                              "--cluster-node-timeout", "5000", port=p))
+        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-replicas", "0",
+                        "--cluster-yes"], check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 30
+        for p in ports:
+            c = redis.Redis(port=p)
+            while c.cluster("info").get("cluster_state") != "ok":
+                assert time.monotonic() < deadline, "the Redis cluster did not come up"
+                time.sleep(0.1)
+            c.close()
+        yield f"redis+cluster://127.0.0.1:{ports[0]}"
 
 
 def test_index_store_and_shared_load_run_on_a_redis_cluster():
