@@ -59,7 +59,7 @@ class Fake:
     """One fake server's settings: ``name``; ``text`` its decode output; ``fail`` an HTTP status to
     answer every request with; ``no_params`` a prefill answering without ``kv_transfer_params``;
     ``running`` what its ``/metrics`` reports; ``bootstrap_port`` an SGLang prefill's; ``delay`` seconds
-    between a decode server's frames."""
+    between a decode server's frames, and a vLLM prefill server's time to answer."""
 
     name: str
     text: str = "Hello from decode."
@@ -89,6 +89,23 @@ def _error(status: int, message: str) -> JSONResponse:
                                    "param": None, "code": status}}, status_code=status)
 
 
+def _recorded(fake: Fake, ledger: Ledger) -> Any:
+    """A fake engine route's prelude: the JSON body read and recorded in ``ledger`` under the server's
+    name, ``fake.fail`` answered at once; the wrapped ``handler(request, body)`` does the rest."""
+
+    def wrap(handler: Any) -> Any:
+        async def route(request: Request) -> Response:
+            body = orjson.loads(await request.body())
+            ledger.seen.append((fake.name, body))
+            if fake.fail:
+                return _error(fake.fail, f"{fake.name} failed")
+            return await handler(request, body)
+
+        return route
+
+    return wrap
+
+
 def _common(fake: Fake) -> list[Route]:
     async def health(request: Request) -> Response:
         return Response(status_code=200)
@@ -108,11 +125,8 @@ def vllm_prefill_app(fake: Fake, ledger: Ledger) -> Starlette:
     """vLLM's prefill half (see the module docstring)."""
     engine_id = f"engine-{fake.name}"
 
-    async def completions(request: Request) -> Response:
-        body = orjson.loads(await request.body())
-        ledger.seen.append((fake.name, body))
-        if fake.fail:
-            return _error(fake.fail, f"{fake.name} failed")
+    @_recorded(fake, ledger)
+    async def completions(request: Request, body: dict[str, Any]) -> Response:
         if body.get("kv_transfer_params") != PREFILL_TRANSFER:
             return _error(400, f"not a prefill request: kv_transfer_params {body.get('kv_transfer_params')!r}")
         if body.get("stream") is not False or body.get("max_tokens") != 1 or "stream_options" in body:
@@ -120,6 +134,7 @@ def vllm_prefill_app(fake: Fake, ledger: Ledger) -> Starlette:
         ids = body.get("prompt")
         if not isinstance(ids, list) or not ids or not all(type(i) is int for i in ids):
             return _error(400, "prompt must be token ids")
+        await asyncio.sleep(fake.delay)
         cached = fake.cached(ids)
         rid = f"cmpl-{body.get('request_id')}-{next(_ids)}"
         params = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": list(range(len(ids) // 64 + 1)),
@@ -142,11 +157,8 @@ def vllm_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
     """vLLM's decode half (see the module docstring)."""
     tok = load_tokenizer()
 
-    async def completions(request: Request) -> Response:
-        body = orjson.loads(await request.body())
-        ledger.seen.append((fake.name, body))
-        if fake.fail:
-            return _error(fake.fail, f"{fake.name} failed")
+    @_recorded(fake, ledger)
+    async def completions(request: Request, body: dict[str, Any]) -> Response:
         params = body.get("kv_transfer_params")
         if not isinstance(params, dict) or params.get("do_remote_prefill") is not True:
             return _error(400, "a decode request carries the prefill's kv_transfer_params")
@@ -167,7 +179,7 @@ def vllm_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
                 last = k + 3 >= len(out)
                 yield b"data: " + orjson.dumps({**base, "choices": [{"index": 0, "text": "", "token_ids": out[k:k + 3],
                                                                       "finish_reason": "stop" if last else None}]}) + b"\n\n"
-                await asyncio.sleep(0)
+                await asyncio.sleep(fake.delay)
             usage = {"prompt_tokens": n, "completion_tokens": len(out), "total_tokens": n + len(out),
                      "prompt_tokens_details": {"cached_tokens": n}}  # all of it came from the prefill server
             yield b"data: " + orjson.dumps({**base, "choices": [], "usage": usage}) + b"\n\n"
@@ -192,11 +204,8 @@ def _bootstrap_error(body: dict[str, Any]) -> str | None:
 def sglang_prefill_app(fake: Fake, ledger: Ledger) -> Starlette:
     """SGLang's prefill half (see the module docstring)."""
 
-    async def generate(request: Request) -> Response:
-        body = orjson.loads(await request.body())
-        ledger.seen.append((fake.name, body))
-        if fake.fail:
-            return _error(fake.fail, f"{fake.name} failed")
+    @_recorded(fake, ledger)
+    async def generate(request: Request, body: dict[str, Any]) -> Response:
         why = _bootstrap_error(body)
         if why is None and (body["bootstrap_host"], body["bootstrap_port"]) != ("127.0.0.1", fake.bootstrap_port):
             why = "bootstrap_host / bootstrap_port are not this prefill server's"
@@ -217,11 +226,8 @@ def sglang_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
     """SGLang's decode half (see the module docstring): waits up to 3 s for the room's prefill."""
     tok = load_tokenizer()
 
-    async def generate(request: Request) -> Response:
-        body = orjson.loads(await request.body())
-        ledger.seen.append((fake.name, body))
-        if fake.fail:
-            return _error(fake.fail, f"{fake.name} failed")
+    @_recorded(fake, ledger)
+    async def generate(request: Request, body: dict[str, Any]) -> Response:
         why = _bootstrap_error(body)
         if why is not None:
             return _error(400, why)
@@ -265,11 +271,8 @@ def generate_prefill_app(fake: Fake, ledger: Ledger) -> Starlette:
     :func:`vllm_prefill_app` with a ``GenerateRequest`` (``max_tokens`` inside ``sampling_params``)."""
     engine_id = f"engine-{fake.name}"
 
-    async def generate(request: Request) -> Response:
-        body = orjson.loads(await request.body())
-        ledger.seen.append((fake.name, body))
-        if fake.fail:
-            return _error(fake.fail, f"{fake.name} failed")
+    @_recorded(fake, ledger)
+    async def generate(request: Request, body: dict[str, Any]) -> Response:
         sp = body.get("sampling_params") or {}
         if body.get("kv_transfer_params") != PREFILL_TRANSFER or body.get("stream") is not False or sp.get("max_tokens") != 1:
             return _error(400, "not a prefill GenerateRequest (kv_transfer_params, stream false, max_tokens 1)")
@@ -293,11 +296,8 @@ def generate_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
     generate stream: new ids per frame, a usage frame, ``[DONE]``)."""
     tok = load_tokenizer()
 
-    async def generate(request: Request) -> Response:
-        body = orjson.loads(await request.body())
-        ledger.seen.append((fake.name, body))
-        if fake.fail:
-            return _error(fake.fail, f"{fake.name} failed")
+    @_recorded(fake, ledger)
+    async def generate(request: Request, body: dict[str, Any]) -> Response:
         params = body.get("kv_transfer_params") or {}
         entry = ledger.transfers.get((params.get("remote_engine_id"), params.get("remote_request_id")))
         if entry is None or entry["params"] != params or entry["read"] or entry["prompt"] != body.get("token_ids"):
