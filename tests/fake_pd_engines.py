@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +60,8 @@ class Fake:
     """One fake server's settings: ``name``; ``text`` its decode output; ``fail`` an HTTP status to
     answer every request with; ``no_params`` a prefill answering without ``kv_transfer_params``;
     ``running`` what its ``/metrics`` reports; ``bootstrap_port`` an SGLang prefill's; ``delay`` seconds
-    between a decode server's frames, and a vLLM prefill server's time to answer."""
+    between a decode server's frames, and a vLLM prefill server's time to answer; ``hold`` an Event
+    that holds a vLLM server's requests while it is not set (:meth:`held`)."""
 
     name: str
     text: str = "Hello from decode."
@@ -69,6 +71,13 @@ class Fake:
     bootstrap_port: int = 8998
     delay: float = 0.0
     cache: list[list[int]] = field(default_factory=list)
+    hold: threading.Event | None = None
+
+    async def held(self) -> None:
+        """Wait while :attr:`hold` (read at each look) is an Event not set: a vLLM prefill server
+        before it answers, a vLLM decode server before its first frame."""
+        while self.hold is not None and not self.hold.is_set():
+            await asyncio.sleep(0.02)
 
     def cached(self, ids: list[int]) -> int:
         """The prompt tokens this server holds, in 64-token blocks (its earlier prompts' prefixes)."""
@@ -135,6 +144,7 @@ def vllm_prefill_app(fake: Fake, ledger: Ledger) -> Starlette:
         if not isinstance(ids, list) or not ids or not all(type(i) is int for i in ids):
             return _error(400, "prompt must be token ids")
         await asyncio.sleep(fake.delay)
+        await fake.held()
         cached = fake.cached(ids)
         rid = f"cmpl-{body.get('request_id')}-{next(_ids)}"
         params = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": list(range(len(ids) // 64 + 1)),
@@ -175,6 +185,7 @@ def vllm_decode_app(fake: Fake, ledger: Ledger) -> Starlette:
 
         async def frames() -> Any:
             base = {"id": "cmpl-d", "object": "text_completion", "created": int(time.time()), "model": body.get("model")}
+            await fake.held()
             for k in range(0, len(out), 3):
                 last = k + 3 >= len(out)
                 yield b"data: " + orjson.dumps({**base, "choices": [{"index": 0, "text": "", "token_ids": out[k:k + 3],

@@ -7,12 +7,9 @@ engine holds — in memory and in a real Redis — and routing reads it."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from array import array
 import logging
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -32,37 +29,10 @@ from recipe.serve.kv_wire import AllBlocksCleared, BlockRemoved, BlockStored, Ma
 from recipe.serve.kv_wire import block_key, decode_batch  # noqa: E402
 from recipe.serve.pool import ReplicaPool  # noqa: E402
 
-SEED = "0"
-BS = 16
+from kv_publisher import CLEARED, SEED, Publisher, removed, stored, vllm_hashes  # noqa: E402
 
+BS = 16  # (kv_publisher.stored's default block size)
 
-# --------------------------------------------------------------------------- an independent oracle
-
-
-def vllm_hashes(ids: list[int], block_size: int = BS, seed: str = SEED, salt: str | None = None) -> list[int]:
-    """vLLM 0.32's event hashes for a prompt (sha256_cbor with cbor2, low 64 bits; salt tagged on
-    block 0), written from vLLM's definition, not from recipe's code."""
-    parent = hashlib.sha256(cbor2.dumps(seed, canonical=True)).digest()
-    out = []
-    for b in range(len(ids) // block_size):
-        extra = (("cache_salt", salt),) if salt and b == 0 else None
-        block = tuple(ids[b * block_size:(b + 1) * block_size])
-        parent = hashlib.sha256(cbor2.dumps((parent, block, extra), canonical=True)).digest()
-        out.append(int.from_bytes(parent, "big") & ((1 << 64) - 1))
-    return out
-
-
-def stored(ids: list[int], hashes: list[int], parent: int | None = None, medium: str | None = "GPU") -> dict[str, Any]:
-    """A BlockStored event as vLLM 0.32 publishes it (msgspec's tagged map form)."""
-    return {"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": parent, "token_ids": ids,
-            "block_size": BS, "lora_id": None, "medium": medium, "lora_name": None}
-
-
-def removed(hashes: list[int]) -> dict[str, Any]:
-    return {"type": "BlockRemoved", "block_hashes": hashes, "medium": "GPU"}
-
-
-CLEARED = {"type": "AllBlocksCleared"}
 
 PROMPT = [1000 + (i * 7919) % 50000 for i in range(4 * BS + 5)]  # 4 full blocks
 HASHES = vllm_hashes(PROMPT)
@@ -70,77 +40,6 @@ LONG = PROMPT + [5] * (2 * BS)  # 6 full blocks
 LONG_HASHES = vllm_hashes(LONG)
 OTHER = [7 + i for i in range(2 * BS)]
 OTHER_HASHES = vllm_hashes(OTHER)
-
-
-# --------------------------------------------------------------------------- a real publisher
-
-
-class Publisher:
-    """vLLM's ZmqEventPublisher protocol: PUB frames (topic, seq u64 BE, msgpack batch) and a ROUTER
-    replay socket answering (b"", start seq) with (b"", topic, seq, payload)… then the end marker."""
-
-    def __init__(self, replay: bool = True, buffer: int = 1000, topic: bytes = b"kv", port: int | None = None) -> None:
-        self.ctx = zmq.Context()
-        self.pub = self.ctx.socket(zmq.PUB)
-        self.pub.setsockopt(zmq.LINGER, 0)
-        self.port = self.pub.bind_to_random_port("tcp://127.0.0.1") if port is None else port
-        if port is not None:
-            self.pub.bind(f"tcp://127.0.0.1:{port}")
-        self.topic = topic
-        self.seq = 0
-        self.buffer: deque[tuple[int, bytes]] = deque(maxlen=buffer)
-        self.replays: list[int] = []
-        self.bad_answers = 0  # replay requests answered with a malformed entry first
-        self.router = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if replay:
-            self.router = self.ctx.socket(zmq.ROUTER)
-            self.router.setsockopt(zmq.LINGER, 0)
-            self.replay_port = self.router.bind_to_random_port("tcp://127.0.0.1")
-            self._thread = threading.Thread(target=self._serve, daemon=True)
-            self._thread.start()
-
-    @property
-    def source(self) -> KVEventsSource:
-        return KVEventsSource(f"tcp://127.0.0.1:{self.port}",
-                              f"tcp://127.0.0.1:{self.replay_port}" if self.router is not None else None,
-                              self.topic.decode(), SEED)
-
-    def _serve(self) -> None:
-        assert self.router is not None
-        while not self._stop.is_set():
-            if not self.router.poll(20):
-                continue
-            client, _, start = self.router.recv_multipart()
-            first = int.from_bytes(start, "big")
-            self.replays.append(first)
-            if self.bad_answers:
-                self.bad_answers -= 1
-                self.router.send_multipart([client, b"", self.topic, b"short", b""])  # a 5-byte sequence frame
-            for seq, payload in list(self.buffer):
-                if seq >= first:
-                    self.router.send_multipart([client, b"", self.topic, seq.to_bytes(8, "big"), payload])
-            self.router.send_multipart([client, b"", b"", (-1).to_bytes(8, "big", signed=True), b""])
-
-    def publish(self, *events: dict[str, Any], send: bool = True, payload: bytes | None = None) -> int:
-        """Publish one batch (``send=False``: buffered for replay only, as if the PUB frame were lost)."""
-        seq = self.seq
-        self.seq += 1
-        data = payload if payload is not None else msgpack.packb([time.time(), list(events), 0])
-        self.buffer.append((seq, data))
-        if send:
-            self.pub.send_multipart([self.topic, seq.to_bytes(8, "big"), data])
-        return seq
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-        self.pub.close(linger=0)
-        if self.router is not None:
-            self.router.close(linger=0)
-        self.ctx.term()
 
 
 async def until(cond: Callable[[], bool], within: float = 10.0) -> None:

@@ -36,22 +36,34 @@ CONFIG = dict(warm=False, gc_freeze=False, probe_seconds=None)
 
 
 @contextmanager
-def fleet(protocol: str, prefill: list[Fake], decode: list[Fake], dead_prefill: int = 0, **config: Any):
-    """The fake servers and ``recipe serve`` over them: yields (recipe's URL, ledger, {name: url})."""
+def pd_engines(protocol: str, prefill: list[Fake], decode: list[Fake], dead_prefill: int = 0,
+               params: dict[str, str] | None = None):
+    """The fake servers of a P/D pool: yields (the ``--engine`` specs naming them, ledger, {name: url});
+    ``params``: more spec parameters per replica name (e.g. its KV-event publisher)."""
     ledger = Ledger()
     make_p = {"vllm": vllm_prefill_app, "generate": generate_prefill_app, "sglang": sglang_prefill_app}[protocol]
     make_d = {"vllm": vllm_decode_app, "generate": generate_decode_app, "sglang": sglang_decode_app}[protocol]
+    params = params or {}
     with ExitStack() as stack:
         urls = {f.name: stack.enter_context(running(make_p(f, ledger), config_of=uvicorn.Config)).url for f in prefill}
         urls.update({f.name: stack.enter_context(running(make_d(f, ledger), config_of=uvicorn.Config)).url for f in decode})
         specs = [f"prefill={protocol}+http://127.0.0.1:{free_port()}?name=dead{k}" for k in range(dead_prefill)]
         for f in prefill:
             port = f"&bootstrap_port={f.bootstrap_port}" if protocol == "sglang" else ""
-            specs.append(f"prefill={protocol}+{urls[f.name]}?name={f.name}&model=tiny{port}")
+            more = f"&{params[f.name]}" if f.name in params else ""
+            specs.append(f"prefill={protocol}+{urls[f.name]}?name={f.name}&model=tiny{port}{more}")
         specs += [f"decode={protocol}+{urls[f.name]}?name={f.name}&model=tiny" for f in decode]
+        yield specs, ledger, urls
+
+
+@contextmanager
+def fleet(protocol: str, prefill: list[Fake], decode: list[Fake], dead_prefill: int = 0,
+          params: dict[str, str] | None = None, **config: Any):
+    """The fake servers and ``recipe serve`` over them: yields (recipe's URL, ledger, {name: url})."""
+    with pd_engines(protocol, prefill, decode, dead_prefill, params) as (specs, ledger, urls):
         app = recipe.serve.app(engines=specs, config=ServeConfig(**{**CONFIG, **config}))
-        srv = stack.enter_context(running(app))
-        yield srv.url, ledger, urls
+        with running(app) as srv:
+            yield srv.url, ledger, urls
 
 
 def oai(url: str) -> Any:
@@ -215,3 +227,106 @@ def test_recipe_serve_help_documents_pd():
     out = subprocess.run([sys.executable, "-m", "recipe", "serve", "--help"], capture_output=True, text=True, check=True)
     flat = " ".join(out.stdout.split())
     assert "prefill=SPEC" in flat and "decode=SPEC" in flat and "kv_transfer_params" in flat
+
+
+# --------------------------------------------------------------------------- a P/D pool in a fleet
+
+
+def _metric(url: str, line_start: str) -> float | None:
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def _wait(cond: Any, within: float = 10.0, every: float = 0.05) -> None:
+    deadline = time.monotonic() + within
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(every)
+
+
+def test_prefill_replicas_are_routed_by_their_kv_events():
+    pytest.importorskip("zmq")
+    pytest.importorskip("cbor2")
+    from kv_publisher import Publisher, removed, stored, vllm_hashes
+
+    pubs = {"P1": Publisher(), "P2": Publisher()}
+    try:
+        with fleet("vllm", [Fake("P1"), Fake("P2")], [Fake("D1")], metrics_interval=0,
+                   params={n: p.spec for n, p in pubs.items()}) as (url, ledger, _):
+            def views() -> list[str]:
+                (pd,) = httpx.get(url + "/health", timeout=10).json()["replicas"]
+                return [r.get("view") for r in pd["prefill"]]
+
+            _wait(lambda: views() == ["events", "events"])
+            text = "A long shared prompt for the prefill pool. " * 20
+            ids = list(recipe.prepare({"model": MODEL, "messages": [{"role": "user", "content": text}], **OFF}).token_ids)
+            n = len(ids) // 16
+            hashes = vllm_hashes(ids, 16)
+
+            def hold(name: str, *events: dict[str, Any], blocks: int) -> None:
+                pubs[name].publish(*events)
+                gauge = f'recipe_kv_event_blocks{{replica="{name}"}}'
+                _wait(lambda: (pubs[name].publish(), _metric(url, gauge))[1] == blocks)  # (a probe batch each try)
+
+            # P2's events say it holds the prompt, though nothing was routed to it: it prefills the prompt
+            hold("P2", stored(ids[:n * 16], hashes), blocks=n)
+            assert ask(url, text)[0] == "Hello from decode."
+            assert len(ledger.by("P2")) == 1 and not ledger.by("P1")
+            # P2 evicts it, P1 stores it: the next request goes to P1, whatever was routed before
+            hold("P2", removed(hashes), blocks=0)
+            hold("P1", stored(ids[:n * 16], hashes), blocks=n)
+            ask(url, text)
+            assert len(ledger.by("P1")) == 1 and len(ledger.by("P2")) == 1
+            assert views() == ["events", "events"]
+            assert _metric(url, 'recipe_replica_cache_view{replica="P1",view="events"}') == 1.0
+    finally:
+        for p in pubs.values():
+            p.close()
+
+
+def test_two_frontends_share_a_pd_pools_requests_in_flight_through_redis():
+    import threading
+
+    from serve_support import redis_server
+
+    from recipe.serve.shared_load import SharedLoad
+
+    prefilled, decoded = threading.Event(), threading.Event()
+    prefill = [Fake("P1", hold=prefilled), Fake("P2")]
+    decode = [Fake("D1"), Fake("D2", running=0.5)]
+    with redis_server() as redis_url, pd_engines("vllm", prefill, decode) as (specs, ledger, _), ExitStack() as stack:
+        urls = []
+        for _ in range(2):
+            shared = SharedLoad.from_url(redis_url, interval=0.05, ttl=1.0)
+            app = recipe.serve.app(engines=specs, shared_load=shared, config=ServeConfig(**CONFIG, metrics_interval=0.1))
+            urls.append(stack.enter_context(running(app)).url)
+        a, b = urls
+
+        def pd_health(url: str) -> dict[str, dict[str, Any]]:
+            (pd,) = httpx.get(url + "/health", timeout=10).json()["replicas"]
+            return {r["name"]: r for role in ("prefill", "decode") for r in pd[role]}
+
+        worker = threading.Thread(target=ask, args=(a, "A's request", True))
+        worker.start()
+        try:
+            # A's request is held prefilling on P1: B sees it there and prefills on P2 (alone, B would pick P1)
+            _wait(lambda: pd_health(b)["P1"]["in_flight_others"] == 1)
+            ask(b, "B's first request")
+            assert [x["prompt"] for x in ledger.by("P2")] == [recipe.prepare(
+                {"model": MODEL, "messages": [{"role": "user", "content": "B's first request"}], **OFF}).token_ids]
+            assert len(ledger.by("D1")) == 1  # (D2's engine reports half a request running)
+            # A's request is held decoding on D1: B decodes on D2, whose half a request costs less than A's one
+            decode[0].hold = decoded
+            prefilled.set()
+            _wait(lambda: pd_health(b)["D1"]["in_flight_others"] == 1)
+            assert pd_health(a)["D1"]["in_flight"] == 1 and pd_health(b)["D1"]["in_flight"] == 0
+            ask(b, "B's second request")
+            assert len(ledger.by("D2")) == 1 and len(ledger.by("D1")) == 2  # B's first and A's
+            assert httpx.get(b + "/health", timeout=10).json()["shared_load"]["other_frontends"] == 1
+        finally:
+            prefilled.set()
+            decoded.set()
+            worker.join(30)
+        _wait(lambda: pd_health(b)["D1"]["in_flight_others"] == 0)

@@ -121,18 +121,21 @@ class ReplicaPool:
             when it has this many more requests in flight (None: never).
         routing: ``cost`` (default) or ``prefix`` (see the module docstring).
         weights: the cost's weights (:class:`~recipe.serve.routing.RoutingWeights`).
+        reads_cache: whether routing gives the replicas credit for what they cache (False: a P/D
+            pool's decode replicas, chosen by load; their KV events are not followed).
 
     Raises:
         ValueError: no engines, or an unknown ``routing``.
     """
 
     def __init__(self, engines: Sequence[Engine], index: PrefixIndex | None = None, block_size: int = DEFAULT_BLOCK_SIZE,
-                 max_imbalance: int | None = 32, routing: str = "cost", weights: RoutingWeights = RoutingWeights()) -> None:
+                 max_imbalance: int | None = 32, routing: str = "cost", weights: RoutingWeights = RoutingWeights(),
+                 reads_cache: bool = True) -> None:
         if not engines:
             raise ValueError("a replica pool needs at least one engine")
         if routing not in ROUTING_POLICIES:
             raise ValueError(f"routing must be one of {', '.join(ROUTING_POLICIES)}, not {routing!r}")
-        self.routing, self.weights = routing, weights
+        self.routing, self.weights, self.reads_cache = routing, weights, reads_cache
         names: set[str] = set()
         self.replicas: list[Replica] = []
         for e in engines:

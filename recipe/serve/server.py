@@ -454,6 +454,16 @@ def _routes(st: ServerState, direct: dict[str, GenerationRoute]) -> list[Route]:
     ]
 
 
+def _routed_pools(pool: ReplicaPool) -> list[ReplicaPool]:
+    """The replica pools whose choices this server makes, each with two or more replicas: the server's
+    own, and a P/D engine's prefill and decode pools (its ``pools``). Their replicas follow their KV
+    events and share their in-flight counts with the fleet's other frontends."""
+    pools = [pool]
+    for r in pool.replicas:
+        pools.extend(getattr(r.engine, "pools", ()))
+    return [p for p in pools if len(p) > 1]
+
+
 def app(
     engine: Any = None,
     *,
@@ -474,7 +484,8 @@ def app(
             callable (``async def fn(request)`` yielding deltas or id lists); None: the demo engine.
         engines: several of those: a replica pool (overrides ``engine``). A pool's vLLM replicas
             whose spec names ``kv_events=`` are followed through their KV events while the app runs
-            (:mod:`recipe.serve.kv_events`; needs ``dsrecipe[fleet]``).
+            (:mod:`recipe.serve.kv_events`; needs ``dsrecipe[fleet]``), and so are a P/D pool's
+            prefill replicas.
         options: conversion options (model table, aliases, body-size limit …).
         config: timeouts, concurrency limit and the rest (:class:`~recipe.serve.config.ServeConfig`).
         store: the conversation store for ``previous_response_id`` (default: in memory).
@@ -482,7 +493,8 @@ def app(
         tenants: API keys (default: open).
         shared_load: the requests in flight on each replica shared with the fleet's other frontends
             through Redis (:class:`~recipe.serve.shared_load.SharedLoad`; default: this server's own
-            counts); synced in the background while the app runs (pools of two or more replicas).
+            counts); synced in the background while the app runs (pools of two or more replicas, a
+            P/D pool's prefill and decode replicas included).
         tokenizer: the vocabulary (a :class:`~recipe.tokenizer.Tokenizer` or a ``tokenizer.json`` path;
             default: each request's model family's own, e.g. the embedded DeepSeek-V4 one). A model whose template emits special tokens it lacks
             (DeepSeek-V4.1 on the default) is answered 400 on ``model``, naming the token.
@@ -494,15 +506,16 @@ def app(
     specs = list(engines) if engines else [engine]
     built: list[Engine] = build_engines(specs, config.timeouts, index=index, weights=config.routing_weights,
                                         metrics_interval=config.metrics_interval if config.routing == "cost" else 0.0)
-    if len(built) > 1 and any(getattr(e, "kv_events", None) is not None for e in built):
+    pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance, routing=config.routing,
+                       weights=config.routing_weights)
+    routed = _routed_pools(pool)
+    if any(getattr(r.engine, "kv_events", None) is not None for p in routed for r in p.replicas):
         from recipe.serve.kv_events import require_fleet
 
         try:
             require_fleet()
         except ImportError as exc:
             raise ValueError(str(exc)) from None
-    pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance, routing=config.routing,
-                       weights=config.routing_weights)
     tok = tokenizer if isinstance(tokenizer, Tokenizer) or tokenizer is None else load_tokenizer(tokenizer)
     if config.schema_limits is not None:
         options = replace(options, schema_limits=config.schema_limits)
@@ -511,6 +524,9 @@ def app(
     st.metrics.in_flight.set_function(lambda: st.in_flight)  # read when scraped: no per-request update
     st.shared_load = shared_load
     st.metrics.watch_pool(pool)
+    for p in routed:
+        if p is not pool and p.reads_cache:  # a P/D pool's prefill replicas
+            st.metrics.watch_pool(p)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):  # type: ignore[no-untyped-def]
@@ -528,14 +544,17 @@ def app(
             with contextlib.suppress(asyncio.TimeoutError):  # an engine slow to answer: the background probe tells
                 await asyncio.wait_for(pool.probe(), min(config.probe_seconds, 2.0))
             prober = asyncio.create_task(pool.probe_forever(config.probe_seconds))
-        if len(pool) > 1 and not config.render_only:  # the replicas' own cache state (``kv_events=``)
-            pool.follow_events()
+        if not config.render_only:  # the replicas' own cache state (``kv_events=``)
+            for p in routed:
+                if p.reads_cache:
+                    p.follow_events()
         scraper = None
         if len(pool) > 1 and config.routing == "cost" and config.metrics_interval > 0 and not config.render_only:
             scraper = asyncio.create_task(pool.scrape_forever(config.metrics_interval))
         sharer = None
-        if shared_load is not None and len(pool) > 1 and not config.render_only:
-            sharer = asyncio.create_task(shared_load.run(pool.replicas, st.metrics.shared_load_errors.inc))
+        if shared_load is not None and routed and not config.render_only:
+            sharer = asyncio.create_task(shared_load.run([r for p in routed for r in p.replicas],
+                                                         st.metrics.shared_load_errors.inc))
         yield
         for task in (prober, scraper, sharer):
             if task is not None:

@@ -5,11 +5,15 @@ decode=vllm+http://D1 …`` makes one :class:`DisaggregatedEngine` of the role-t
 ``vllm+``, all ``generate+`` or all ``sglang+``). Per request it picks
 
 - a **prefill** replica by the cost rule of :mod:`recipe.serve.routing`: the prompt tokens that
-  replica would have to prefill (its cached prefix taken off, from the prefix index of the
-  prompt's block keys) plus its load (requests in flight, the engine's own running and waiting
-  requests and KV usage, scraped from its ``/metrics``);
+  replica would have to prefill (its cached prefix taken off: what its KV events say it holds when
+  its spec names ``kv_events=``, else the prefix index's estimate of the prompts routed there) plus
+  its load (requests in flight, the engine's own running and waiting requests and KV usage, scraped
+  from its ``/metrics``);
 - a **decode** replica by load alone (the same rule with no cache credit: the KV cache arrives from
-  the prefill replica): requests in flight or running there, and its KV usage;
+  the prefill replica): requests in flight or running there, and its KV usage.
+
+Requests in flight count this frontend's and, with a shared load (``--shared-load``), every
+frontend's (the server syncs both pools' counts, :attr:`DisaggregatedEngine.pools`).
 
 and drives the engines' own disaggregation protocol:
 
@@ -21,7 +25,8 @@ prefill replica gets the request with ``kv_transfer_params: {"do_remote_decode":
 null, "remote_port": null}``, ``stream: false`` and ``max_tokens: 1``; its answer's
 ``kv_transfer_params`` (``do_remote_prefill: true``, ``remote_engine_id``, ``remote_block_ids``,
 ``remote_host``, ``remote_port``, …, as its connector wrote them) go unchanged into the decode
-request, which is the request itself, streamed. A prefill answer without ``kv_transfer_params`` (a
+request, which is the request itself, streamed; the decode replica is chosen when the prefill is
+done (its load then). A prefill answer without ``kv_transfer_params`` (a
 replica started without a KV connector) is an engine error, not a silent local prefill.
 ``generate+http://`` replicas (vLLM's ``/inference/v1/generate``, which passes a
 ``GenerateRequest``'s ``kv_transfer_params`` to the engine and answers them) take the same
@@ -119,7 +124,11 @@ class DisaggregatedEngine:
         self.name = name
         self.weights = weights
         self.prefill = ReplicaPool(prefill, index, block_size=block_size, routing="cost", weights=weights)
-        self.decode = ReplicaPool(decode, routing="cost", weights=weights)
+        self.decode = ReplicaPool(decode, routing="cost", weights=weights, reads_cache=False)
+        both = {r.name for r in self.prefill.replicas} & {r.name for r in self.decode.replicas}
+        if both:
+            raise ValueError(f"P/D: replica {sorted(both)[0]!r} is both prefill=… and decode=… (each replica has one "
+                             "role; give it another &name= if two specs name one server)")
         self.metrics_interval = metrics_interval
         self._scraper: asyncio.Task[None] | None = None
 
@@ -127,6 +136,13 @@ class DisaggregatedEngine:
     def members(self) -> list[Any]:
         """Every replica's engine, prefill first (the server reads their served models and window)."""
         return [r.engine for r in (*self.prefill.replicas, *self.decode.replicas)]
+
+    @property
+    def pools(self) -> tuple[ReplicaPool, ReplicaPool]:
+        """The prefill and decode pools: the server follows the prefill replicas' KV events
+        (:meth:`ReplicaPool.follow_events <recipe.serve.pool.ReplicaPool.follow_events>`) and shares
+        both pools' in-flight counts with the fleet's other frontends (``--shared-load``)."""
+        return self.prefill, self.decode
 
     def pick_decode(self, prompt_tokens: int) -> Replica:
         """The decode replica for a prompt: the least cost with no cache credit (load and KV usage)."""
@@ -136,10 +152,14 @@ class DisaggregatedEngine:
 
     def health(self, now: float | None = None) -> dict[str, list[dict[str, Any]]]:
         """Each role's replicas as ``/health`` lists them: ``{"prefill": [{name, reachable, ejected,
-        in_flight}, …], "decode": […]}``."""
+        in_flight, in_flight_others, view}, …], "decode": […]}`` (``in_flight_others``: the fleet's other
+        frontends' requests there, with a shared load; ``view``, prefill replicas only: ``events`` when
+        their cache is read from their KV events, else ``estimate``)."""
         now = time.monotonic() if now is None else now
         return {role: [{"name": r.name, "reachable": r.reachable is not False, "ejected": r.ejected(now),
-                        "in_flight": r.in_flight} for r in pool.replicas]
+                        "in_flight": r.in_flight, "in_flight_others": r.others,
+                        **({"view": "events" if r.exact else "estimate"} if pool.reads_cache else {})}
+                       for r in pool.replicas]
                 for role, pool in (("prefill", self.prefill), ("decode", self.decode))}
 
     async def ping(self, timeout: float = 2.0) -> bool:
@@ -163,9 +183,10 @@ class DisaggregatedEngine:
         grammar = await turn_grammar(req)
         model = req.prepared.model if req.prepared is not None else ""
         route = await self.prefill.route(req.token_ids, req.cache_salt, model)
-        p, d = route.replica, self.pick_decode(len(req.token_ids))
-        run = self._sglang if self.protocol == "sglang" else self._vllm
-        it = run(req, grammar, p, d)
+        if self.protocol == "sglang":  # both replicas at once
+            it = self._sglang(req, grammar, route.replica, self.pick_decode(len(req.token_ids)))
+        else:  # the decode replica once the prefill is done: its load then
+            it = self._vllm(req, grammar, route.replica)
         try:
             async for delta in it:
                 yield delta
@@ -225,7 +246,7 @@ class DisaggregatedEngine:
             raise EngineError("failed", f"prefill replica {r.name}: {message}")
         return data
 
-    async def _vllm(self, req: EngineRequest, grammar: OutputGrammar | None, p: Replica, d: Replica) -> AsyncIterator[EngineDelta]:
+    async def _vllm(self, req: EngineRequest, grammar: OutputGrammar | None, p: Replica) -> AsyncIterator[EngineDelta]:
         p, data = await self._claim(self.prefill, p, lambda r: self._prefill_vllm(r, req, grammar))
         p.in_flight -= 1  # the prefill is done; the KV cache waits on it for the decode replica to read
         params = data.get("kv_transfer_params")
@@ -244,7 +265,7 @@ class DisaggregatedEngine:
                 await stream.aclose()
                 raise
 
-        d, (it, first) = await self._claim(self.decode, d, open_decode)
+        d, (it, first) = await self._claim(self.decode, self.pick_decode(len(req.token_ids)), open_decode)
         try:
             delta = first
             while delta is not None:
