@@ -210,10 +210,10 @@ def test_a_client_that_goes_away_ends_the_decode_request():
     (["prefill=vllm+http://a:1", "decode=generate+http://b:1"], "all generate"),
     (["prefill=replay:x.jsonl", "decode=vllm+http://b:1"], "replay"),
     (["prefill=vllm+http://a:1?bootstrap_port=1", "decode=vllm+http://b:1"], "bootstrap_port"),
-    # a KV-event publisher would be accepted and never read: refused, naming what the pool reads instead
-    (["prefill=vllm+http://a:1?kv_events=tcp://a:5557", "decode=vllm+http://b:1"], "does not follow KV events"),
+    # a decode replica's KV events would be accepted and never read (the decode choice is by load): refused
     (["prefill=generate+http://a:1", "decode=generate+http://b:1?kv_events=tcp://b:5557&kv_hash_seed=0"],
-     "drop kv_events="),
+     "decode replica's KV events"),
+    (["prefill=vllm+http://a:1", "decode=vllm+http://a:1"], "both prefill"),
 ])
 def test_bad_pd_specs_are_refused(specs, words):
     with pytest.raises(ValueError, match=words):
@@ -330,3 +330,50 @@ def test_two_frontends_share_a_pd_pools_requests_in_flight_through_redis():
             decoded.set()
             worker.join(30)
         _wait(lambda: pd_health(b)["D1"]["in_flight_others"] == 0)
+
+
+@pytest.mark.parametrize("protocol", ["vllm", "sglang"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_n_choices_are_n_pd_requests_seeded_as_vllm_seeds_its_samples(protocol, stream):
+    with fleet(protocol, [Fake("P1"), Fake("P2")], [Fake("D1"), Fake("D2")]) as (url, ledger, _):
+        args = dict(model=MODEL, messages=[{"role": "user", "content": "Hello there"}], max_tokens=20, n=3, seed=7,
+                    extra_body=OFF)
+        client = oai(url)
+        if stream:
+            texts = ["", "", ""]
+            finishes: dict[int, str] = {}
+            for chunk in client.chat.completions.create(**args, stream=True, stream_options={"include_usage": True}):
+                for c in chunk.choices:
+                    texts[c.index] += c.delta.content or ""
+                    if c.finish_reason:
+                        finishes[c.index] = c.finish_reason
+            usage = chunk.usage
+            assert finishes == {0: "stop", 1: "stop", 2: "stop"}
+        else:
+            r = client.chat.completions.create(**args)
+            assert [c.index for c in r.choices] == [0, 1, 2]
+            texts = [c.message.content for c in r.choices]
+            usage = r.usage
+        assert texts == ["Hello from decode."] * 3
+        prefills = ledger.by("P1") + ledger.by("P2")
+        decodes = ledger.by("D1") + ledger.by("D2")
+        assert len(prefills) == len(decodes) == 3
+        ids = recipe.prepare({"model": MODEL, "messages": [{"role": "user", "content": "Hello there"}], **OFF}).token_ids
+        assert usage.prompt_tokens == len(ids)  # the prompt once, not three times
+        assert usage.completion_tokens == 3 * (len(recipe.load_tokenizer().encode_ordinary("Hello from decode.")) + 1)
+        if protocol == "vllm":
+            assert sorted(b["seed"] for b in prefills) == sorted(b["seed"] for b in decodes) == [7, 8, 9]
+            assert all(b["prompt"] == ids and b.get("n", 1) == 1 for b in prefills + decodes)
+            assert len({b["kv_transfer_params"]["remote_request_id"] for b in decodes}) == 3  # each read its own prefill
+        else:
+            assert sorted(b["sampling_params"]["sampling_seed"] for b in prefills) == [7, 8, 9]
+            assert len({b["bootstrap_room"] for b in prefills}) == 3
+            assert sorted(b["bootstrap_room"] for b in prefills) == sorted(b["bootstrap_room"] for b in decodes)
+
+
+def test_a_failing_choice_fails_the_n_choice_request():
+    with fleet("vllm", [Fake("P1")], [Fake("D1", fail=500)]) as (url, ledger, _):
+        with pytest.raises(openai.APIStatusError) as info:
+            oai(url).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=2,
+                                             max_tokens=10, extra_body=OFF)
+        assert info.value.status_code == 502 and "D1 failed" in info.value.message

@@ -43,7 +43,12 @@ request.
 An error at either stage is the engine error the API answers with its own error (502, or the
 API's 400 for an engine's refusal); a replica whose connection is refused is ejected for a backoff
 (vLLM: and the request tried on another replica of that role). The prompt's cached-token count in the usage
-is the prefill replica's (where the prefix cache is). ``n`` > 1 is not served in this mode.
+is the prefill replica's (where the prefix cache is).
+
+``n`` > 1 (Chat Completions) is ``n`` one-choice P/D requests at once, each choice on the replicas the
+rule picks for it, seeded ``seed + k`` for choice k as vLLM seeds its own parallel samples (a
+prefill's KV cache is handed over to one decode request, so each choice has its own prefill).
+The usage's cached count is the first choice's.
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ class DisaggregatedEngine:
         ValueError: no prefill or no decode replica, or mixed protocols.
     """
 
-    serves_n = False
+    serves_n = True
 
     def __init__(self, prefill: Sequence[HTTPEngine], decode: Sequence[HTTPEngine], *, index: PrefixIndex | None = None,
                  weights: RoutingWeights = RoutingWeights(), block_size: int = DEFAULT_BLOCK_SIZE,
@@ -177,8 +182,57 @@ class DisaggregatedEngine:
         return self._generate(request)
 
     async def _generate(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
-        if req.extra is not None and req.extra.n > 1:
-            raise EngineError("bad_request", "n > 1 is not served by a P/D pool: send n separate requests")
+        n = req.extra.n if req.extra is not None else 1
+        it = self._one(req) if n <= 1 else self._several(req, n)
+        try:
+            async for delta in it:
+                yield delta
+        finally:
+            await it.aclose()
+
+    async def _several(self, req: EngineRequest, n: int) -> AsyncIterator[EngineDelta]:
+        """``n`` choices of one prompt: ``n`` one-choice P/D requests at once (choice k: request id
+        ``<id>-k``, seed ``seed + k`` as vLLM seeds its parallel samples), their deltas tagged with
+        ``index`` k as they come; the prompt's cached count is the first choice's. The first failure
+        ends them all; closing the stream closes every one."""
+        assert req.extra is not None
+        queue: asyncio.Queue[tuple[int, EngineDelta | BaseException | None]] = asyncio.Queue(maxsize=64)
+
+        async def one(k: int) -> None:
+            sub = replace(req, request_id=f"{req.request_id}-{k}", seed=None if req.seed is None else req.seed + k,
+                          extra=replace(req.extra, n=1))
+            it = self._one(sub)
+            try:
+                async for delta in it:
+                    keep = k == 0 or delta.cached_tokens is None
+                    await queue.put((k, replace(delta, index=k) if keep else replace(delta, index=k, cached_tokens=None)))
+                await queue.put((k, None))
+            except Exception as exc:  # handed to the request's task
+                await queue.put((k, exc))
+            finally:
+                await it.aclose()
+
+        tasks = [asyncio.ensure_future(one(k)) for k in range(n)]
+        try:
+            left = n
+            while left:
+                _, item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if item is None:
+                    left -= 1
+                    continue
+                yield item
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            for task in tasks:
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _one(self, req: EngineRequest) -> AsyncIterator[EngineDelta]:
+        """One choice: a prefill replica and a decode replica (see the module docstring)."""
         self._start_scraping()
         grammar = await turn_grammar(req)
         model = req.prepared.model if req.prepared is not None else ""
