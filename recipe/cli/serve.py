@@ -119,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "may end in ?bootstrap_port=N, default 8998): each request is prefilled on the cheapest "
                         "prefill replica (uncached prompt tokens plus load) and decoded on the least loaded "
                         "decode replica, through vLLM's kv_transfer_params or SGLang's bootstrap fields "
-                        "(docs/fleet.md). A vLLM spec outside a P/D pool may name its KV-event "
+                        "(docs/fleet.md). A vLLM spec (not a decode= one) may name its KV-event "
                         "publisher, ?kv_events=tcp://HOST:PORT[&kv_replay=tcp://HOST:PORT][&kv_topic=T]"
                         "[&kv_hash_seed=S], so routing reads its cache exactly (vLLM's --kv-events-config with "
                         "--prefix-caching-hash-algo sha256_cbor; needs dsrecipe[fleet]); other replicas are routed on "

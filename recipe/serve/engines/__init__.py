@@ -158,7 +158,8 @@ def build_engines(specs: Sequence[Any], timeouts: Timeouts = Timeouts(), *, inde
     Raises:
         ValueError: a bad spec; role-tagged and untagged specs mixed; a P/D pool without a prefill or
             a decode replica, over engines other than one kind of vLLM / generate / SGLang HTTP ones, or
-            with a spec naming a KV-event publisher (a P/D pool does not follow them).
+            with a decode spec naming a KV-event publisher (the decode choice is by load: its events
+            would never be read; a prefill replica's are followed).
     """
     tagged = [_role(s) for s in specs]
     if not any(role for role, _ in tagged):
@@ -173,9 +174,10 @@ def build_engines(specs: Sequence[Any], timeouts: Timeouts = Timeouts(), *, inde
         built = engine_from_spec(spec, timeouts)
         if not isinstance(built, HTTPEngine):
             raise ValueError(f"P/D: {spec!r} is not a vllm+http://, generate+http:// or sglang+http:// engine")
-        if getattr(built, "kv_events", None) is not None:  # accepted, then never read: refuse it instead
-            raise ValueError(f"P/D: {spec!r}: a P/D pool does not follow KV events (its prefill choice reads the "
-                             "prefix index of the requests routed there): drop kv_events= and the other kv_ parameters")
+        if role == "decode" and getattr(built, "kv_events", None) is not None:  # accepted, then never read
+            raise ValueError(f"P/D: {spec!r}: a decode replica's KV events are not followed (the decode replica is "
+                             "chosen by load; the KV cache comes from the prefill replica): drop kv_events= and the "
+                             "other kv_ parameters, or name them on a prefill= spec")
         by_role[role].append(built)  # type: ignore[index]
     extra: dict[str, Any] = {}
     if weights is not None:
