@@ -560,12 +560,13 @@ def check_schema_limits(options: Options, schemas: Iterable[tuple[Any, str]]) ->
     Raises:
         RequestError: status 400 naming the limit, ``param`` the offending value's path.
     """
-    from recipe.schema.limits import SchemaBudget  # loaded when a request has schemas
-
     budget = None
     for schema, field in schemas:
-        if isinstance(schema, (dict, list)):
-            budget = budget or SchemaBudget(options.schema_limits)
+        if type(schema) is dict or isinstance(schema, (dict, list)):
+            if budget is None:
+                from recipe.schema.limits import SchemaBudget  # loaded when a request has schemas
+
+                budget = SchemaBudget(options.schema_limits)
             budget.check(schema, field)
 
 

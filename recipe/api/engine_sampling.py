@@ -22,6 +22,7 @@ __all__ = ["FIELDS", "extra_sampling", "read_seed", "values_of", "MAX_N", "MAX_L
 #: The body fields :func:`extra_sampling` reads.
 FIELDS = ("top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
           "min_tokens", "stop_token_ids", "n")
+_FIELDS = frozenset(FIELDS)
 #: Most choices one request may ask for (OpenAI's limit for ``n``).
 MAX_N = 128
 #: Most entries in ``logit_bias`` and in ``stop_token_ids``.
@@ -95,6 +96,8 @@ def extra_sampling(values: dict[str, Any], *, n_field: bool) -> ExtraSampling | 
             [-100, 100], ``min_tokens`` and ``stop_token_ids`` non-negative integers, ``n`` in
             [1, :data:`MAX_N`].
     """
+    if not values:
+        return None
     top_k = values.get("top_k")
     if top_k is not None:
         top_k = _integer(top_k, "top_k", -1)
@@ -142,5 +145,8 @@ def read_seed(value: Any, field: str = "seed") -> int | None:
 
 
 def values_of(request: Any) -> dict[str, Any]:
-    """The :data:`FIELDS` values of a parsed request model (None where it has no such field)."""
+    """The :data:`FIELDS` values of a parsed request model (None where it has no such field); empty
+    when the body set none of them (pydantic's ``model_fields_set``: the common request)."""
+    if _FIELDS.isdisjoint(request.model_fields_set):
+        return {}
     return {k: getattr(request, k, None) for k in FIELDS}
