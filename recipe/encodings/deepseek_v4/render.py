@@ -145,6 +145,8 @@ class Dialect:
             encoders) instead of none (V4 API path).
         dumps: the prompt JSON printer (V4 :func:`~recipe.jsonfmt.dumps_prompt`; V4.1
             :func:`~recipe.jsonfmt.dumps_prompt_python`, Python's float format).
+        calls_open, calls_close, invoke_close, tools_head, tools_tail, parameter_close: the fixed
+            segments around calls, invokes, parameters and the tools block, built once by :func:`dialect`.
     """
 
     calls: str
@@ -157,6 +159,7 @@ class Dialect:
     invoke_close: tuple[Segment, ...] = ()
     tools_head: tuple[Segment, ...] = ()
     tools_tail: tuple[Segment, ...] = ()
+    parameter_close: Text = Text("")
 
     def tools_template(self) -> str:
         """:data:`TOOLS_TEMPLATE` in this spelling."""
@@ -175,6 +178,7 @@ def dialect(calls: str, invoke: str, parameter: str, blank_empty_invoke: bool, d
         invoke_close=(Text("</"), _S_DSML, Text(f"{invoke}>")),
         tools_head=head,
         tools_tail=tail,
+        parameter_close=Text(f"{parameter}>\n"),
     )
 
 
@@ -221,17 +225,20 @@ def _system_section(conv: Conversation) -> list[Segment]:
     return out
 
 
+#: The text segments every call block repeats, shared (segments are immutable).
+_T_OPEN, _T_NEWLINE = Text("<"), Text("\n")
+
+
 def _param(name: str, is_string: bool, value: str, d: Dialect) -> tuple[Segment, ...]:
     flag = "true" if is_string else "false"
-    tag = d.parameter
-    return (Text("<"), _S_DSML, Text(f'{tag} name="{name}" string="{flag}">{value}</'), _S_DSML, Text(f"{tag}>\n"))
+    return (_T_OPEN, _S_DSML, Text(f'{d.parameter} name="{name}" string="{flag}">{value}</'), _S_DSML, d.parameter_close)
 
 
 def invoke_segments(call: ToolCall, d: Dialect) -> list[Segment]:
     """One ``invoke`` of a history tool call; arguments that are not a JSON object become one
     ``arguments`` string parameter holding the raw text (behaviour map §1.2.5). Parameters are one
     per line; an invoke without any has an empty line when ``d.blank_empty_invoke``."""
-    out: list[Segment] = [Text("<"), _S_DSML, Text(f'{d.invoke} name="{call.name}">\n')]
+    out: list[Segment] = [_T_OPEN, _S_DSML, Text(f'{d.invoke} name="{call.name}">\n')]
     try:
         args = parse_json_value(call.arguments)
     except ValueError:
@@ -241,7 +248,7 @@ def invoke_segments(call: ToolCall, d: Dialect) -> list[Segment]:
             is_string = isinstance(value, str)
             out += _param(key, is_string, value if is_string else d.dumps(value), d)
         if not args and d.blank_empty_invoke:
-            out.append(Text("\n"))
+            out.append(_T_NEWLINE)
     else:
         out += _param("arguments", True, call.arguments, d)
     out += d.invoke_close
@@ -253,7 +260,7 @@ def tool_calls_segments(calls: Iterable[ToolCall], d: Dialect) -> list[Segment]:
     out: list[Segment] = list(d.calls_open)
     for i, call in enumerate(calls):
         if i:
-            out.append(Text("\n"))
+            out.append(_T_NEWLINE)
         out += invoke_segments(call, d)
     out += d.calls_close
     return out
