@@ -124,7 +124,7 @@ def detect_api(body: Mapping[str, Any]) -> Api:
     if isinstance(tools, list) and any((type(t) is dict or isinstance(t, Mapping)) and "function" not in t for t in tools):
         return "messages"
     choice = body.get("tool_choice")
-    if isinstance(choice, Mapping) and choice.get("type") in ("auto", "any", "tool", "none"):
+    if choice is not None and isinstance(choice, Mapping) and choice.get("type") in ("auto", "any", "tool", "none"):
         return "messages"
     for m in body.get("messages") or ():
         content = m.get("content") if type(m) is dict or isinstance(m, Mapping) else None
