@@ -265,9 +265,10 @@ def chat_to_conversation(req: ChatCompletionRequest, options: Options, match: Me
     tc = req.tool_choice
     mode, name = ("auto", None) if tc is None else (tc, None) if isinstance(tc, str) else ("required", tc.function.name)
     rf = _response_format(req.response_format)
-    common.check_schema_limits(options, [*((t.function.parameters, f"tools[{k}].function.parameters")
-                                           for k, t in enumerate(req.tools or ())),
-                                         (rf.schema, "response_format.json_schema.schema")])
+    if req.tools or rf.schema is not None:
+        common.check_schema_limits(options, [*((t.function.parameters, f"tools[{k}].function.parameters")
+                                               for k, t in enumerate(req.tools or ())),
+                                             (rf.schema, "response_format.json_schema.schema")])
     tools = _tools(req.tools, mode, options) if req.tools else []
     if not common.thinking_for_tool_choice(mode, tools, thinking, options):
         thinking, effort = False, None
