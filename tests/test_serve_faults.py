@@ -36,11 +36,16 @@ IDS = TOK.encode_with_special_tokens(ANSWER + EOS)
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Weather?"}], "reasoning_effort": "none"}
 MESSAGES = {"model": MODEL, "max_tokens": 300, "messages": [{"role": "user", "content": "Weather?"}]}
 RESPONSES = {"model": MODEL, "input": "Weather?", "reasoning": {"effort": "none"}}
-FAST = ServeConfig(timeouts=Timeouts(connect=2, first_token=2, idle=0.3, total=10))
+#: The engine timeouts of these tests: each far longer than the wait between two frames, even on a
+#: loaded machine (which can leave 0.3 s between them), so only the scripted fault ends a stream; a
+#: test of a timeout sets its own.
+TIMEOUTS = ServeConfig(timeouts=Timeouts(connect=2, first_token=10, idle=10, total=30))
+#: A stall mid-stream: the idle timeout (1 s) ends it, well before the first-token one (10 s).
+STALL = ServeConfig(timeouts=Timeouts(connect=2, first_token=10, idle=1, total=30))
 
 
 @contextmanager
-def served(kind: str, script: Script, config: ServeConfig = FAST):
+def served(kind: str, script: Script, config: ServeConfig = TIMEOUTS):
     seen = Seen()
     with running(APPS[kind](script, seen)) as fake:
         with running(recipe.serve.app(f"{kind}+{fake.url}", config=config)) as s:
@@ -66,7 +71,7 @@ def _next_request_is_served(s: Any, script: Script) -> None:
 
 def test_engine_refuses_connection_is_502_in_each_apis_shape():
     port = free_port()  # nothing listens there
-    with running(recipe.serve.app(f"vllm+http://127.0.0.1:{port}", config=FAST)) as s:
+    with running(recipe.serve.app(f"vllm+http://127.0.0.1:{port}", config=TIMEOUTS)) as s:
         with httpx.Client(base_url=s.url, timeout=10) as c:
             chat = c.post("/v1/chat/completions", json=CHAT)
             streamed = c.post("/v1/chat/completions", json={**CHAT, "stream": True})
@@ -165,7 +170,8 @@ def test_concurrency_limit_is_429_or_529_at_once():
 @pytest.mark.parametrize("kind", ["vllm", "sglang"])
 @pytest.mark.parametrize("fault", ["close_mid_stream", "stall", "malformed", "error_frame"])
 def test_mid_stream_faults_are_the_sdks_in_stream_errors(kind, fault):
-    with served(kind, Script(IDS, fault=fault, after=3, chunk=2)) as (s, seen, script):
+    config = STALL if fault == "stall" else TIMEOUTS
+    with served(kind, Script(IDS, fault=fault, after=3, chunk=2), config) as (s, seen, script):
         want = {"close_mid_stream": "broke mid-stream", "stall": "timed out", "malformed": "malformed JSON",
                 "error_frame": "CUDA out of memory"}[fault]
         chunks = []
@@ -175,8 +181,8 @@ def test_mid_stream_faults_are_the_sdks_in_stream_errors(kind, fault):
             for c in client.chat.completions.create(**CHAT, stream=True):
                 chunks.append(c)
         assert want in info.value.message and chunks and type(info.value) is openai.APIError
-        if fault == "stall":  # the idle timeout (0.3 s), not the first-token one (2 s)
-            assert "(idle timeout)" in info.value.message and time.perf_counter() - t0 < 1.8
+        if fault == "stall":  # the idle timeout (1 s), not the first-token one (10 s)
+            assert "(idle timeout)" in info.value.message and time.perf_counter() - t0 < 8
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == TOK.decode(IDS[:6])
         with pytest.raises(anthropic.APIStatusError) as ainfo:
             with _ant(s.url).messages.stream(**MESSAGES) as stream:
