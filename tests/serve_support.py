@@ -128,6 +128,44 @@ def cli_server(*args: str, env: dict[str, str] | None = None, timeout: float = 3
                 pipe.close()
 
 
+def wait_until(check: Any, within: float, step: float = 0.02) -> bool:
+    """Poll ``check()`` until it is true or ``within`` seconds pass; whether it became true."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
+def refuses_connections(url: str) -> bool:
+    """Whether nothing listens at ``url``'s host and port any more (a connection is refused)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def unread_by_server(client: socket.socket) -> int | None:
+    """Bytes the other end of ``client``'s loopback TCP connection (a server on this machine) has
+    received but its process has not read yet (its receive queue in ``/proc/net/tcp``: a connection
+    still waiting to be accepted has all it was sent there); None while that end is not found."""
+    local, remote = client.getsockname()[1], client.getpeername()[1]
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            mine, peer, state = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), f[3]
+            if mine == remote and peer == local and state == "01":  # the server's end, ESTABLISHED
+                return int(f[4].split(":")[1], 16)
+    return None
+
+
 def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
     """(event name, data) of each SSE event in ``raw``."""
     out = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_support import EOS, MODEL, cli_server, write_replay
+from serve_support import EOS, MODEL, cli_server, refuses_connections, unread_by_server, wait_until, write_replay
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -140,7 +140,7 @@ def test_schema_limit_flags_set_the_servers_bounds(tmp_path):
 
 
 def test_sigterm_drains_in_flight_streams_then_exits_0(tmp_path):
-    words = " ".join(f"w{i}" for i in range(60))
+    words = " ".join(f"w{i}" for i in range(200))  # 15 ms per word: 3 s
     script = write_replay(tmp_path / "slow.jsonl", [{"text": words + EOS, "delay_ms": 15}])
     with cli_server("--engine", f"replay:{script}", "--store", "memory", "--drain-seconds", "10") as (url, proc):
         got: dict = {}
@@ -173,8 +173,10 @@ def test_sigterm_drains_in_flight_streams_then_exits_0(tmp_path):
             time.sleep(0.01)
         assert "first" in got, f"the stream did not start: {got.get('error')}"
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
-        with pytest.raises(httpx.TransportError):  # no new connections once draining
+        # no new connections once draining, while the stream still runs
+        assert wait_until(lambda: refuses_connections(url), 20)
+        assert "done" not in got and t.is_alive()
+        with pytest.raises(httpx.TransportError):
             httpx.get(f"{url}/health", timeout=2)
         t.join(20)
         assert proc.wait(timeout=20) == 0
@@ -213,14 +215,34 @@ def _exited_cleanly(proc: subprocess.Popen) -> None:
 
 
 def _post_into(got: dict, url: str, name: str, path: str, body: dict) -> None:
-    """POST ``body`` to ``url + path``; ``got[name]`` = (status, text, perf_counter at the end), or
+    """POST ``body`` to ``url + path``, reading the answer as it comes (``got[name + " so far"]``:
+    the bytes received yet); at the end ``got[name]`` = (status, text, perf_counter at the end), or
     (None, the exception's repr, …) when the request failed (shown by the caller's assertions)."""
+    so_far = got.setdefault(name + " so far", bytearray())
     try:
         with httpx.Client(base_url=url, timeout=30) as c:
-            r = c.post(path, json=body)
-            got[name] = (r.status_code, r.text, time.perf_counter())
+            with c.stream("POST", path, json=body) as r:
+                for chunk in r.iter_bytes():
+                    so_far += chunk
+            got[name] = (r.status_code, so_far.decode("utf-8"), time.perf_counter())
     except Exception as exc:
         got[name] = (None, repr(exc), time.perf_counter())
+
+
+#: The replayed answer's first token ("w" of "w0") as each stream's frame spells it.
+FIRST_TOKEN = {"chat": b'"content":"w"', "messages": b'"text":"w"'}
+
+
+def _generating(url: str, got: dict, streams: tuple[str, ...], requests: int) -> None:
+    """Wait (60 s at most: a loaded machine's first request warms the vocabulary) until each of
+    ``streams`` has streamed its first token and the server counts ``requests`` generation requests
+    in flight (``/health``), so that all of them are generating when the test stops the server."""
+    def ready() -> bool:
+        if not all(FIRST_TOKEN[name] in got.get(name + " so far", b"") for name in streams):
+            return False
+        return httpx.get(f"{url}/health", timeout=10).json()["in_flight"] == requests
+
+    assert wait_until(ready, 60), {k: v for k, v in got.items() if not k.endswith(" so far")}
 
 
 def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_error_and_no_traceback(tmp_path):
@@ -237,7 +259,7 @@ def test_streams_still_generating_at_the_drain_deadline_end_with_the_apis_own_er
             ("whole", "/v1/chat/completions", chat))]
         for t in threads:
             t.start()
-        time.sleep(1.5)  # all three are generating (a loaded machine: the first request warms up)
+        _generating(url, got, ("chat", "messages"), 3)
         t0 = _stop_cleanly(proc, threads, signal.SIGTERM)
     status, text, at = got["chat"]
     assert status == 200 and at - t0 < 5, text[-300:]
@@ -266,10 +288,10 @@ def test_a_second_sigint_during_the_drain_cuts_the_streams_at_once_with_the_apis
             ("chat", "/v1/chat/completions", chat), ("messages", "/v1/messages", msgs))]
         for t in threads:
             t.start()
-        time.sleep(1.5)  # both are generating
+        _generating(url, got, ("chat", "messages"), 2)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.5)  # draining: the streams go on
-        assert all(t.is_alive() for t in threads)
+        assert wait_until(lambda: refuses_connections(url), 20)  # draining (the listener is closed) …
+        assert all(t.is_alive() for t in threads) and "chat" not in got and "messages" not in got  # … the streams go on
         t0 = _stop_cleanly(proc, threads, signal.SIGINT)  # force quit
     status, text, at = got["chat"]
     assert status == 200 and at - t0 < 3, text[-300:]
@@ -288,7 +310,8 @@ def test_a_request_still_sending_its_body_at_shutdown_gets_the_apis_shutdown_err
         with socket.create_connection((host, int(port))) as k:
             k.sendall(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
                       b"content-length: 100\r\n\r\n{\"mod")  # 5 of its 100 bytes
-            time.sleep(0.5)
+            # the server has read all of it: the handler is waiting for the rest of the body
+            assert wait_until(lambda: unread_by_server(k) == 0, 30)
             proc.send_signal(signal.SIGTERM)
             k.settimeout(20)
             data = b""
