@@ -23,10 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from real_engine import SERVED, VLLMServer, require_vllm
-from serve_support import running
-
-from recipe.serve.config import ServeConfig
-from recipe.serve.server import app
+from render_support import render_only
 
 pytestmark = pytest.mark.real_engine
 require_vllm(module=True)
@@ -83,7 +80,7 @@ def shape_diff(ours: Any, theirs: Any, path: str = "$") -> str | None:
 @pytest.fixture(scope="module")
 def pair(vllm_running: VLLMServer):
     """(vLLM's URL, recipe serve --render-only's URL, the window both use)."""
-    with running(app(config=ServeConfig(warm=False, gc_freeze=False, render_only=True, max_model_len=4096))) as srv:
+    with render_only(max_model_len=4096) as srv:
         yield vllm_running.url, srv.url
 
 

@@ -10,11 +10,11 @@ for the plain requests are also vLLM's own.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from render_support import FIELDS, fixture_cases, post, refused_param, render_only
 
 import recipe
 from recipe.serve.config import ServeConfig
@@ -22,9 +22,7 @@ from recipe.serve.server import app
 from recipe.serve.tenants import Tenant, Tenants
 from serve_support import dsml_call, running
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "vllm_render"
-FIELDS = json.loads((FIX / "fields.json").read_text(encoding="utf-8"))
-BODIES = json.loads((FIX / "bodies.json").read_text(encoding="utf-8"))["cases"]
+BODIES = fixture_cases("bodies")
 API = {"/v1/chat/completions/render": "chat", "/v1/messages/render": "messages", "/v1/responses/render": "responses"}
 RENDERED = sorted(k for k, v in BODIES.items() if v["route"] in API)
 #: Requests where vLLM's DeepSeek-V4 encoder and deepseek-recipe render differently, so recipe's ids
@@ -36,12 +34,8 @@ QUIET = ServeConfig(warm=False, gc_freeze=False)
 
 @pytest.fixture(scope="module")
 def renderer():
-    with running(app(config=ServeConfig(warm=False, gc_freeze=False, render_only=True))) as srv:
+    with render_only() as srv:
         yield srv
-
-
-def post(url: str, path: str, body: Any, **headers: str) -> httpx.Response:
-    return httpx.post(url + path, json=body, headers=headers, timeout=30)
 
 
 def test_the_fixture_names_its_source_and_the_cases_ran():
@@ -199,11 +193,8 @@ def test_messages_and_responses_derender_parse_tool_calls(renderer):
      "generate_response.choices[0].logprobs"),
 ])
 def test_derender_refuses_what_it_cannot_derender_naming_the_field(renderer, mutate, param):
-    body = json.loads(json.dumps(BODIES["chat_derender"]["request"]))
-    mutate(body)
-    r = post(renderer.url, "/v1/chat/completions/derender", body)
-    assert r.status_code == 400, r.text
-    assert r.json()["error"]["param"] == param
+    body = BODIES["chat_derender"]["request"]
+    assert refused_param(renderer.url, "/v1/chat/completions/derender", body, mutate) == param
 
 
 @pytest.mark.parametrize("path, field", [("/v1/chat/completions/derender", "chat_request"),
@@ -248,7 +239,7 @@ def test_derender_names_a_top_logprob_id_outside_the_vocabulary(renderer):
 
 def test_tenants_authenticate_and_their_salt_is_the_cache_salt():
     tenants = Tenants({"key-a": Tenant("a", "salt-a")})
-    with running(app(config=ServeConfig(warm=False, gc_freeze=False, render_only=True), tenants=tenants)) as srv:
+    with render_only(tenants) as srv:
         body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Hi"}]}
         assert post(srv.url, "/v1/chat/completions/render", body).status_code == 401
         r = post(srv.url, "/v1/chat/completions/render", body, authorization="Bearer key-a")

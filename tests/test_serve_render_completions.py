@@ -12,32 +12,20 @@ tokenizer), and a special token's spelling in a text stays text.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
+from render_support import FIELDS, fixture_cases, post, refused_param, render_only
 
-from recipe.serve.config import ServeConfig
-from recipe.serve.server import app
 from recipe.serve.tenants import Tenant, Tenants
-from serve_support import running
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "vllm_render"
-CASES = json.loads((FIX / "completions.json").read_text(encoding="utf-8"))["cases"]
-FIELDS = json.loads((FIX / "fields.json").read_text(encoding="utf-8"))
+CASES = fixture_cases("completions")
 RENDERED = sorted(k for k, v in CASES.items() if v["route"] == "/v1/completions/render")
-CONFIG = ServeConfig(warm=False, gc_freeze=False, render_only=True)
 
 
 @pytest.fixture(scope="module")
 def renderer():
-    with running(app(config=CONFIG)) as srv:
+    with render_only() as srv:
         yield srv
-
-
-def post(url: str, path: str, body: Any, **headers: str) -> httpx.Response:
-    return httpx.post(url + path, json=body, headers=headers, timeout=30)
 
 
 def test_the_fixture_ran_every_case_on_vllm_0_32():
@@ -98,7 +86,7 @@ def test_text_ids_are_the_vocabularys_and_special_spellings_stay_text(renderer):
     ({"model": "deepseek-v4-flash", "prompt": [5] * 5000, "max_tokens": 4}, "prompt", 400),
 ])
 def test_errors_are_openai_errors_naming_the_field(body, param, status):
-    with running(app(config=ServeConfig(warm=False, gc_freeze=False, render_only=True, max_model_len=4096))) as srv:
+    with render_only(max_model_len=4096) as srv:
         r = post(srv.url, "/v1/completions/render", body)
     assert r.status_code == status, r.text
     err = r.json()["error"]
@@ -106,7 +94,7 @@ def test_errors_are_openai_errors_naming_the_field(body, param, status):
 
 
 def test_max_tokens_is_lowered_to_the_room_in_the_window():
-    with running(app(config=ServeConfig(warm=False, gc_freeze=False, render_only=True, max_model_len=100))) as srv:
+    with render_only(max_model_len=100) as srv:
         r = post(srv.url, "/v1/completions/render", {"model": "deepseek-v4-flash", "prompt": [5] * 90, "max_tokens": 50})
     assert r.json()[0]["sampling_params"]["max_tokens"] == 10
 
@@ -149,16 +137,12 @@ def test_derender_cuts_at_a_stop_string_and_reports_logprobs(renderer):
     (lambda b: b["completion_request"].update(temperature="hot"), "completion_request.temperature"),
 ])
 def test_derender_refusals_name_the_field(renderer, mutate, param):
-    body = json.loads(json.dumps(CASES["derender"]["request"]))
-    mutate(body)
-    r = post(renderer.url, "/v1/completions/derender", body)
-    assert r.status_code == 400, r.text
-    assert r.json()["error"]["param"] == param
+    assert refused_param(renderer.url, "/v1/completions/derender", CASES["derender"]["request"], mutate) == param
 
 
 def test_tenants_authenticate_and_the_salt_is_the_cache_salt():
     tenants = Tenants({"key-a": Tenant("a", "salt-a")})
-    with running(app(config=CONFIG, tenants=tenants)) as srv:
+    with render_only(tenants) as srv:
         assert post(srv.url, "/v1/completions/render", {"model": "deepseek-v4-flash", "prompt": "x"}).status_code == 401
         r = post(srv.url, "/v1/completions/render", {"model": "deepseek-v4-flash", "prompt": "x"},
                  Authorization="Bearer key-a")
