@@ -138,6 +138,15 @@ def wait_until(check: Any, within: float, step: float = 0.02) -> bool:
     return True
 
 
+async def until(check: Any, within: float = 10.0, step: float = 0.02) -> None:
+    """Poll ``check()`` on the running loop until it is true; AssertionError after ``within`` seconds."""
+    t0 = time.monotonic()
+    while not check():
+        if time.monotonic() - t0 > within:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(step)
+
+
 def refuses_connections(url: str) -> bool:
     """Whether nothing listens at ``url``'s host and port any more (a connection is refused)."""
     host, port = url.removeprefix("http://").rsplit(":", 1)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 from array import array
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,6 +26,7 @@ from recipe.serve.kv_events import EVENTS_NAMESPACE, KVEventsSource, KVEventSubs
 from recipe.serve.kv_wire import AllBlocksCleared, BlockRemoved, BlockStored, MalformedBatch, ReplicaBlocks  # noqa: E402
 from recipe.serve.kv_wire import block_key, decode_batch  # noqa: E402
 from recipe.serve.pool import ReplicaPool  # noqa: E402
+from serve_support import until  # noqa: E402
 
 from kv_publisher import CLEARED, SEED, Publisher, removed, stored, vllm_hashes  # noqa: E402
 
@@ -40,14 +39,6 @@ LONG = PROMPT + [5] * (2 * BS)  # 6 full blocks
 LONG_HASHES = vllm_hashes(LONG)
 OTHER = [7 + i for i in range(2 * BS)]
 OTHER_HASHES = vllm_hashes(OTHER)
-
-
-async def until(cond: Callable[[], bool], within: float = 10.0) -> None:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > within:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 def held_blocks(index: Any, replica: str, hashes: list[int]) -> int:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import socket
-import subprocess
-import tempfile
-import time
 
 import pytest
+from serve_support import redis_server
 
 from recipe.cache.keys import KeySpec, block_keys
 from recipe.cache.index import (
@@ -40,33 +36,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def redis_url():
-    exe = shutil.which("redis-server")
-    if exe is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not on PATH but CI=true: install it (apt-get install -y redis-server)")
-        pytest.skip("redis-server is not on PATH (apt-get install -y redis-server); Redis backend not tested")
-    redis = pytest.importorskip("redis") if os.environ.get("CI") != "true" else __import__("redis")
-    port = _free_port()
-    with tempfile.TemporaryDirectory() as workdir:
-        proc = subprocess.Popen(
-            [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            client = redis.Redis(port=port)
-            for _ in range(100):
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            else:
-                pytest.fail("redis-server did not start")
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with redis_server() as url:
+        yield url
 
 
 @pytest.fixture

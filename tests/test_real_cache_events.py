@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
-from collections.abc import Callable
 
 import httpx
 import pytest
 from real_engine import HASH_SEED, SERVED, VLLMServer, require_vllm
-from serve_support import running
+from serve_support import running, until, wait_until
 
 import recipe.serve
 from recipe.cache.index import MemoryPrefixIndex
@@ -27,14 +25,6 @@ from recipe.serve.tenants import Tenant, Tenants, derive_salt
 pytest.importorskip("zmq")
 pytestmark = pytest.mark.real_engine
 require_vllm(module=True)
-
-
-async def until(cond: Callable[[], bool], within: float = 30.0) -> None:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > within:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
 
 
 def _complete(engine: VLLMServer, ids: list[int], salt: str | None = None) -> dict:
@@ -57,12 +47,12 @@ def test_published_hashes_are_recipes_keys_and_a_reset_drops_them(vllm: VLLMServ
         source = KVEventsSource(vllm.kv_events, vllm.kv_replay, "kv", HASH_SEED)
         sub = KVEventSubscriber("vllm", source, MemorySink(index))
         sub.start()
-        await until(lambda: sub.connected)
+        await until(lambda: sub.connected, 30)
         plain, salted = _prompt(600, 1), _prompt(600, 2)
         await asyncio.to_thread(_complete, vllm, plain)
         await asyncio.to_thread(_complete, vllm, salted, "tenant-x")
         await until(lambda: sub.block_size is not None and len(sub.lookup_keys(plain, None)) > 0
-                    and all(k in sub.blocks.held for k in sub.lookup_keys(salted, "tenant-x")))
+                    and all(k in sub.blocks.held for k in sub.lookup_keys(salted, "tenant-x")), 30)
         size = sub.block_size
         for ids, salt in ((plain, None), (salted, "tenant-x")):
             keys = sub.lookup_keys(ids, salt)  # recipe's vLLM keys of the ids (vLLM 0.32's tagged salt)
@@ -80,7 +70,7 @@ def test_published_hashes_are_recipes_keys_and_a_reset_drops_them(vllm: VLLMServ
             await asyncio.sleep(0.2)  # (refused while a request runs)
         assert r.status_code == 200, r.text
         await asyncio.to_thread(_complete, vllm, _prompt(10, 3))
-        await until(lambda: index.scores(EVENTS_NAMESPACE, sub.lookup_keys(plain, None)) == {})
+        await until(lambda: index.scores(EVENTS_NAMESPACE, sub.lookup_keys(plain, None)) == {}, 30)
         assert sub.resyncs.get("cleared", 0) >= 1 and not sub.blocks.held
         assert index.scores(EVENTS_NAMESPACE, sub.lookup_keys(salted, "tenant-x")) == {}
         await sub.aclose()
@@ -97,19 +87,14 @@ def test_recipe_serve_indexes_a_tenants_prompt_from_the_engines_events(vllm: VLL
     with running(app) as s:
         pool = s.state.pool
         sub = pool.get("events").events
-        deadline = time.monotonic() + 30
-        while not sub.connected and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sub.connected
+        assert wait_until(lambda: sub.connected, 30)
         body = {"model": "deepseek-v4-flash", "max_tokens": 1, "temperature": 0,
                 "messages": [{"role": "user", "content": "kv events " * 300}]}
         r = httpx.post(f"{s.url}/v1/chat/completions", json=body, headers={"Authorization": "Bearer key-a"}, timeout=120)
         assert r.status_code == 200, r.text
         ids = recipe.prepare(body).token_ids
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (sub.block_size and sub.lookup_keys(ids, salt)
-                                                  and all(k in sub.blocks.held for k in sub.lookup_keys(ids, salt))):
-            time.sleep(0.05)
+        wait_until(lambda: sub.block_size and sub.lookup_keys(ids, salt)
+                   and all(k in sub.blocks.held for k in sub.lookup_keys(ids, salt)), 30)
         keys = sub.lookup_keys(ids, salt)
         assert keys and all(k in sub.blocks.held for k in keys)
         metrics = httpx.get(f"{s.url}/metrics").text
