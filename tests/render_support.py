@@ -44,6 +44,14 @@ def post(url: str, path: str, body: Any, **headers: str) -> httpx.Response:
     return httpx.post(url + path, json=body, headers=headers, timeout=30)
 
 
+def answered(url: str, case: dict[str, Any]) -> tuple[Any, Any]:
+    """POST a fixture case's request to its route on ``url``: (recipe's JSON body, the body vLLM
+    answered); asserts a 200."""
+    r = post(url, case["route"], case["request"])
+    assert r.status_code == 200, r.text
+    return r.json(), case["response"]
+
+
 def refused_param(url: str, path: str, body: Any, mutate: Callable[[Any], Any]) -> str:
     """``mutate`` a deep copy of ``body``, POST it to ``path``: asserts a 400 and returns the
     ``param`` its error names."""

@@ -157,11 +157,10 @@ def refuses_connections(url: str) -> bool:
     return False
 
 
-def unread_by_server(client: socket.socket) -> int | None:
-    """Bytes the other end of ``client``'s loopback TCP connection (a server on this machine) has
-    received but its process has not read yet (its receive queue in ``/proc/net/tcp``: a connection
-    still waiting to be accepted has all it was sent there); None while that end is not found."""
-    local, remote = client.getsockname()[1], client.getpeername()[1]
+def tcp_sockets() -> Iterator[tuple[int, int, str, int]]:
+    """This machine's IPv4 and IPv6 TCP sockets from ``/proc/net/tcp{,6}``: (local port, remote port,
+    state as the kernel's two hex digits — ``01`` ESTABLISHED, ``0A`` LISTEN, …, bytes received and
+    not yet read by the owning process)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = open(table).read().splitlines()[1:]
@@ -169,10 +168,24 @@ def unread_by_server(client: socket.socket) -> int | None:
             continue
         for line in lines:
             f = line.split()
-            mine, peer, state = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), f[3]
-            if mine == remote and peer == local and state == "01":  # the server's end, ESTABLISHED
-                return int(f[4].split(":")[1], 16)
-    return None
+            yield int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), f[3], int(f[4].split(":")[1], 16)
+
+
+def open_sockets(port: int) -> int:
+    """TCP sockets of this machine connected to or from ``port`` that are still open at either end
+    (ESTABLISHED, CLOSE_WAIT, FIN_WAIT1/2, LAST_ACK; TIME_WAIT and listeners are closed / not
+    connections)."""
+    return sum(port in (local, remote) and state in ("01", "08", "04", "05", "09")
+               for local, remote, state, _ in tcp_sockets())
+
+
+def unread_by_server(client: socket.socket) -> int | None:
+    """Bytes the other end of ``client``'s loopback TCP connection (a server on this machine) has
+    received but its process has not read yet (its receive queue: a connection still waiting to be
+    accepted has all it was sent there); None while that end is not found."""
+    mine, theirs = client.getsockname()[1], client.getpeername()[1]
+    return next((unread for local, remote, state, unread in tcp_sockets()
+                 if local == theirs and remote == mine and state == "01"), None)
 
 
 def sse_events(raw: bytes) -> list[tuple[str | None, str]]:

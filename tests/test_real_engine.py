@@ -20,8 +20,7 @@ import httpx
 import jsonschema
 import pytest
 from real_engine import MAX_MODEL_LEN, SERVED, VLLMServer, require_vllm
-from serve_support import running
-from test_serve_engine_contract import open_sockets
+from serve_support import open_sockets, running
 
 import recipe
 import recipe.serve

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from fake_engines import APPS, Script, Seen
-from serve_support import EOS, running
+from serve_support import EOS, open_sockets, running
 
 import recipe
 import recipe.serve
@@ -45,24 +45,6 @@ def served(script: Script, **config: Any):
 
 def _oai(url: str, retries: int = 0) -> Any:
     return openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=retries, timeout=30)
-
-
-def open_sockets(port: int) -> int:
-    """TCP sockets of this machine connected to or from ``port`` that are still open at either end
-    (ESTABLISHED, CLOSE_WAIT, FIN_WAIT1/2, LAST_ACK; TIME_WAIT and listeners are closed / not
-    connections)."""
-    n = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            local, remote, state = int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), f[3]
-            if port in (local, remote) and state in ("01", "08", "04", "05", "09"):
-                n += 1
-    return n
 
 
 def _settle(port: int, want: int, within: float = 3.0) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from render_support import FIELDS, fixture_cases, post, refused_param, render_only
+from render_support import FIELDS, answered, fixture_cases, post, refused_param, render_only
 
 import recipe
 from recipe.serve.config import ServeConfig
@@ -48,9 +48,7 @@ def test_the_fixture_names_its_source_and_the_cases_ran():
 @pytest.mark.parametrize("case", RENDERED)
 def test_render_answers_vllm_fields_in_vllm_order_with_recipe_ids(renderer, case):
     want = BODIES[case]
-    r = post(renderer.url, want["route"], want["request"])
-    assert r.status_code == 200, r.text
-    got, theirs = r.json(), want["response"]
+    got, theirs = answered(renderer.url, want)
     assert list(got) == FIELDS["generate_request"] == list(theirs)
     sp, vsp = got["sampling_params"], theirs["sampling_params"]
     assert list(sp) == list(vsp)

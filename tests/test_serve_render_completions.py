@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from render_support import FIELDS, fixture_cases, post, refused_param, render_only
+from render_support import FIELDS, answered, fixture_cases, post, refused_param, render_only
 
 from recipe.serve.tenants import Tenant, Tenants
 
@@ -36,9 +36,7 @@ def test_the_fixture_ran_every_case_on_vllm_0_32():
 @pytest.mark.parametrize("case", RENDERED)
 def test_render_is_vllms_list_field_for_field(renderer, case):
     want = CASES[case]
-    r = post(renderer.url, want["route"], want["request"])
-    assert r.status_code == 200, r.text
-    got, theirs = r.json(), want["response"]
+    got, theirs = answered(renderer.url, want)
     assert isinstance(got, list) and len(got) == len(theirs)
     for g, t in zip(got, theirs):
         assert list(g) == list(t) == FIELDS["generate_request"]
@@ -100,10 +98,7 @@ def test_max_tokens_is_lowered_to_the_room_in_the_window():
 
 
 def test_derender_is_vllms_text_completion_field_for_field(renderer):
-    want = CASES["derender"]
-    r = post(renderer.url, want["route"], want["request"])
-    assert r.status_code == 200, r.text
-    got, theirs = r.json(), want["response"]
+    got, theirs = answered(renderer.url, CASES["derender"])
     assert list(got) == list(theirs)
     assert list(got["choices"][0]) == list(theirs["choices"][0])
     for key in ("id", "object", "model", "usage", "kv_transfer_params"):
