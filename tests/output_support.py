@@ -10,7 +10,7 @@ from typing import Any
 from fixtures import jsonl
 from recipe.conversation import ParsingOptions
 from recipe.encodings.deepseek_v4.output import OutputParser
-from recipe.output.events import ParsedOutput, ToolCallArgumentsDelta, ToolCallEnd, accumulate
+from recipe.output.events import ParsedOutput, ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart, accumulate
 from recipe.tokenizer import Tokenizer, load_tokenizer
 
 
@@ -72,28 +72,31 @@ def split_ids(ids: Sequence[int], how: str | int | random.Random) -> list[list[i
     return out
 
 
-def run_ids(o: ParsingOptions, chunks: Sequence[Sequence[int]], finish: str = "stop", seed: int = 7,
-            check_stream: bool = True) -> ParsedOutput:
-    """Feed id chunks, finish, accumulate; checks the streaming invariants on the way."""
-    p = OutputParser(o, tok(), tool_call_id=seed)
+def feed(parser: Any, chunks: Sequence[Sequence[int]] = (), texts: Sequence[str] = (), finish: str = "stop",
+         check_stream: bool = True) -> ParsedOutput:
+    """Push id ``chunks`` (then decoded ``texts``, one token each) into an output ``parser`` of any
+    family, finish it with ``finish``, accumulate; checks the streaming invariants on the way
+    (:func:`check_events`) unless ``check_stream`` is false."""
     events = []
     for c in chunks:
-        events += p.push(c)
-    events += p.finish(finish)
+        events += parser.push(c)
+    for piece in texts:
+        events += parser.push_text(piece, 1)
+    events += parser.finish(finish)
     if check_stream:
         check_events(events)
     return accumulate(events)
 
 
+def run_ids(o: ParsingOptions, chunks: Sequence[Sequence[int]], finish: str = "stop", seed: int = 7,
+            check_stream: bool = True) -> ParsedOutput:
+    """Feed id chunks to DeepSeek-V4's parser, finish, accumulate; checks the streaming invariants on the way."""
+    return feed(OutputParser(o, tok(), tool_call_id=seed), chunks, finish=finish, check_stream=check_stream)
+
+
 def run_text(o: ParsingOptions, pieces: Sequence[str], finish: str = "stop", seed: int = 7) -> ParsedOutput:
-    """Feed decoded text pieces (one token each), finish, accumulate."""
-    p = OutputParser(o, tok(), tool_call_id=seed)
-    events = []
-    for piece in pieces:
-        events += p.push_text(piece, 1)
-    events += p.finish(finish)
-    check_events(events)
-    return accumulate(events)
+    """Feed decoded text pieces (one token each) to DeepSeek-V4's parser, finish, accumulate."""
+    return feed(OutputParser(o, tok(), tool_call_id=seed), texts=pieces, finish=finish)
 
 
 def decoded_pieces(ids: Sequence[int]) -> list[str]:
@@ -106,14 +109,21 @@ def decoded_pieces(ids: Sequence[int]) -> list[str]:
 
 
 def check_events(events: list) -> None:
-    """Concatenated argument deltas equal ToolCallEnd.arguments, which is always valid JSON."""
+    """A call's argument deltas come after its ToolCallStart and concatenate to its
+    ToolCallEnd.arguments, a JSON object; exactly one Finish, last."""
     deltas: dict[int, list[str]] = {}
+    started: set[int] = set()
     for ev in events:
-        if isinstance(ev, ToolCallArgumentsDelta):
+        if isinstance(ev, ToolCallStart):
+            started.add(ev.index)
+        elif isinstance(ev, ToolCallArgumentsDelta):
+            assert ev.index in started
             deltas.setdefault(ev.index, []).append(ev.text)
         elif isinstance(ev, ToolCallEnd):
             assert "".join(deltas.get(ev.index, [])) == ev.arguments
             assert isinstance(json.loads(ev.arguments), dict), ev.arguments
+    assert type(events[-1]).__name__ == "Finish"
+    assert sum(type(e).__name__ == "Finish" for e in events) == 1
 
 
 def summary(r: ParsedOutput) -> tuple:

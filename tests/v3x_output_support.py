@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 
+from output_support import feed
+
 from recipe.conversation import ParsingOptions
 from recipe.encodings.table import get_encoding
-from recipe.output.events import ParsedOutput, ToolCallArgumentsDelta, ToolCallEnd, ToolCallStart, accumulate
+from recipe.output.events import ParsedOutput
 from recipe.tokenizer import load_v3_tokenizer
 
 FAMILIES = ("deepseek_v3", "deepseek_r1", "deepseek_v3_1", "deepseek_v3_2")
@@ -29,42 +30,14 @@ def encode(text: str) -> list[int]:
     return tok().encode_with_special_tokens(text)
 
 
-def check_events(events: list) -> None:
-    """Argument deltas concatenate to ToolCallEnd.arguments, a JSON object; starts precede deltas;
-    exactly one Finish, last."""
-    deltas: dict[int, list[str]] = {}
-    started: set[int] = set()
-    for ev in events:
-        if isinstance(ev, ToolCallStart):
-            started.add(ev.index)
-        elif isinstance(ev, ToolCallArgumentsDelta):
-            assert ev.index in started
-            deltas.setdefault(ev.index, []).append(ev.text)
-        elif isinstance(ev, ToolCallEnd):
-            assert "".join(deltas.get(ev.index, [])) == ev.arguments
-            assert isinstance(json.loads(ev.arguments), dict), ev.arguments
-    assert type(events[-1]).__name__ == "Finish"
-    assert sum(type(e).__name__ == "Finish" for e in events) == 1
-
-
 def parse_ids(family: str, o: ParsingOptions, chunks: Sequence[Sequence[int]], finish: str = "stop") -> ParsedOutput:
-    p = get_encoding(family).new_parser(o, tok(), tool_call_id=7)
-    events = []
-    for c in chunks:
-        events += p.push(c)
-    events += p.finish(finish)
-    check_events(events)
-    return accumulate(events)
+    """Feed id chunks to ``family``'s output parser, finish, accumulate (streaming invariants checked)."""
+    return feed(get_encoding(family).new_parser(o, tok(), tool_call_id=7), chunks, finish=finish)
 
 
 def parse_text(family: str, o: ParsingOptions, pieces: Sequence[str], finish: str = "stop") -> ParsedOutput:
-    p = get_encoding(family).new_parser(o, tok(), tool_call_id=7)
-    events = []
-    for piece in pieces:
-        events += p.push_text(piece, 1)
-    events += p.finish(finish)
-    check_events(events)
-    return accumulate(events)
+    """Feed decoded text pieces (one token each) to ``family``'s output parser, finish, accumulate."""
+    return feed(get_encoding(family).new_parser(o, tok(), tool_call_id=7), texts=pieces, finish=finish)
 
 
 def chunkings(ids: list[int], seed: int = 0):
