@@ -5,7 +5,8 @@ Random weights make the text meaningless but the contract checkable: greedy deco
 is deterministic, so a stream and a whole answer must agree token for token; a grammar must hold the
 output to its schema whatever the weights; usage, cached tokens, logprob counts, refusals and
 aborts are the engine's own. vLLM's ``/metrics`` gauge ``vllm:num_requests_running`` shows what the
-engine is still generating.
+engine is still generating, and its counter ``vllm:generation_tokens_total`` what it generated: an
+aborted request is far fewer tokens than the same greedy request left to run.
 """
 
 from __future__ import annotations
