@@ -220,6 +220,15 @@ def test_bad_pd_specs_are_refused(specs, words):
         build_engines(specs)
 
 
+def test_a_pd_pool_refuses_the_prefix_routing_rule_it_would_not_apply():
+    from recipe.cli.main import main
+
+    specs = ["prefill=vllm+http://127.0.0.1:1", "decode=vllm+http://127.0.0.1:2"]
+    with pytest.raises(ValueError, match="routing 'prefix' is not served for a P/D pool"):
+        recipe.serve.app(engines=specs, config=ServeConfig(routing="prefix", warm=False, gc_freeze=False))
+    assert main(["serve", "--store", "memory", "--routing", "prefix", *(a for s in specs for a in ("--engine", s))]) == 2
+
+
 def test_recipe_serve_help_documents_pd():
     import subprocess
     import sys

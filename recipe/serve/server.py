@@ -500,12 +500,19 @@ def app(
             (DeepSeek-V4.1 on the default) is answered 400 on ``model``, naming the token.
 
     Raises:
-        ValueError: a bad engine spec, or ``kv_events=`` without pyzmq and msgpack.
+        ValueError: a bad engine spec, ``kv_events=`` without pyzmq and msgpack, or a P/D pool with
+            ``config.routing`` other than ``cost``.
         TokenizerError: an unreadable or invalid ``tokenizer`` file.
     """
     specs = list(engines) if engines else [engine]
     built: list[Engine] = build_engines(specs, config.timeouts, index=index, weights=config.routing_weights,
                                         metrics_interval=config.metrics_interval if config.routing == "cost" else 0.0)
+    if config.routing != "cost":
+        from recipe.serve.engines.disagg import DisaggregatedEngine
+
+        if any(isinstance(e, DisaggregatedEngine) for e in built):  # refused rather than silently not applied
+            raise ValueError(f"P/D: routing {config.routing!r} is not served for a P/D pool: its prefill replica is "
+                             "chosen by the cost rule (uncached prompt tokens plus load)")
     pool = ReplicaPool(built, index, max_imbalance=config.max_imbalance, routing=config.routing,
                        weights=config.routing_weights)
     routed = _routed_pools(pool)
