@@ -135,3 +135,34 @@ def test_prefix_routing_ties_go_to_the_replica_with_fewest_requests_in_flight():
     assert again.replica.name == "c" and again.cached_tokens == 256
     pool.max_imbalance = 3  # ... unless it is that much busier than the least loaded
     assert asyncio.run(pool.route(list(range(300)), None, MODEL)).replica.name == "b"
+
+
+def test_an_index_outage_routes_by_load_and_is_logged_once_until_it_answers(caplog):
+    """A Redis index that refuses connections (nothing listens on its port): each request is routed
+    by load and reported as an index failure, and the log says so once, not per request; once an
+    index answers again, one line says routing reads it again."""
+    redis = pytest.importorskip("redis")
+    import asyncio
+    import logging
+    import socket
+
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = RedisPrefixIndex(redis.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)))
+    engines = [ReplayEngine(load_turns([{"text": "x"}]), name=n) for n in ("a", "b")]
+    pool = ReplicaPool(engines, down)
+    pool.replicas[0].in_flight = 1
+    with caplog.at_level(logging.WARNING, logger="recipe.serve.pool"):
+        routes = [asyncio.run(pool.route(list(range(300)), None, MODEL)) for _ in range(3)]
+        assert [(r.replica.name, r.cached_tokens, r.index_failed) for r in routes] == [("b", 0, True)] * 3
+        assert [m for m in caplog.messages if "prefix index" in m] == [caplog.messages[0]]
+        assert "prefix index unavailable" in caplog.messages[0] and "routing by load" in caplog.messages[0]
+        pool.index = MemoryPrefixIndex()  # an index that answers
+        back = asyncio.run(pool.route(list(range(300)), None, MODEL))
+        assert not back.index_failed and caplog.messages[-1] == "the prefix index answers again: routing by cached prefix"
+        asyncio.run(pool.route(list(range(300)), None, MODEL))
+        assert sum("prefix index" in m for m in caplog.messages) == 2

@@ -150,6 +150,7 @@ class ReplicaPool:
         self.block_size = block_size
         self.max_imbalance = max_imbalance
         self._blocking = isinstance(self.index, RedisPrefixIndex)
+        self._index_down = False  # logged once per outage of the index
 
     def __len__(self) -> int:
         return len(self.replicas)
@@ -242,7 +243,8 @@ class ReplicaPool:
         ns = namespace(spec)
         try:
             scores = await self._call(self.index.scores, ns, keys)
-        except PrefixIndexUnavailable:
+        except PrefixIndexUnavailable as exc:
+            self._index_failed(exc)
             return Route(self._by_load(candidates), ns, keys, 0, True)
         n = len(token_ids)
         cached = {r.name: cached_prompt_tokens(n, scores.get(r.name, 0), self.block_size) for r in candidates}
@@ -258,9 +260,21 @@ class ReplicaPool:
         failed = False
         try:  # the estimate's record (a replica's fallback view while its events are not read)
             await self._call(self.index.put, ns, keys, chosen.name)
-        except PrefixIndexUnavailable:
+        except PrefixIndexUnavailable as exc:
+            self._index_failed(exc)
             failed = True
+        else:
+            if self._index_down:
+                self._index_down = False
+                _log.warning("the prefix index answers again: routing by cached prefix")
         return Route(chosen, ns, keys, cached[chosen.name], failed)
+
+    def _index_failed(self, exc: Exception) -> None:
+        """Log the first failure of an index outage (each failure is counted in
+        ``recipe_prefix_index_errors_total``)."""
+        if not self._index_down:
+            self._index_down = True
+            _log.warning("prefix index unavailable (%s): routing by load until it answers", exc)
 
     async def _exact(self, token_ids: Sequence[int], salt: str | None, candidates: Sequence[Replica]) -> dict[str, int]:
         """Prompt tokens each replica read from its KV events holds (:attr:`Replica.exact`), by name;
