@@ -189,6 +189,9 @@ def test_messages_and_responses_derender_parse_tool_calls(renderer):
     (lambda b: b["chat_request"].update(messages=7), "chat_request.messages"),
     (lambda b: b["generate_response"]["choices"][0].update(logprobs={"content": []}),
      "generate_response.choices[0].logprobs"),
+    # more cached tokens than the prompt has: the caller's numbers disagree (was a 500)
+    (lambda b: b.update(prompt_tokens=3, generate_response={**b["generate_response"], "usage": {
+        "prompt_tokens_details": {"cached_tokens": 64}}}), "generate_response.usage.prompt_tokens_details.cached_tokens"),
 ])
 def test_derender_refuses_what_it_cannot_derender_naming_the_field(renderer, mutate, param):
     body = BODIES["chat_derender"]["request"]

@@ -194,14 +194,18 @@ def derender(api: str, body: Mapping[str, Any], prep: Any, tokenizer: Any = None
     usage = gen.get("usage") if isinstance(gen.get("usage"), Mapping) else {}
     details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), Mapping) else {}
     cached = details.get("cached_tokens")
+    cached = cached if type(cached) is int and cached >= 0 else 0
+    prompt = prompt_tokens if prompt_tokens is not None else len(prep.token_ids)
+    if cached > prompt:  # the engine's count of the prompt's cached tokens cannot exceed the prompt
+        raise ServeError("invalid_request", f"cached_tokens ({cached}) is more than the prompt's {prompt} tokens"
+                         f"{' (prompt_tokens)' if prompt_tokens is not None else ''}",
+                         "generate_response.usage.prompt_tokens_details.cached_tokens")
     request_id = gen.get("request_id")
     model = body.get("model")
     logprobs = _generated_logprobs(choice, len(ids))
     try:
         out = derendered(
-            prep, ids, finish=_FINISH[finish], logprobs=logprobs,
-            prompt_tokens=prompt_tokens if prompt_tokens is not None else len(prep.token_ids),
-            cached_tokens=cached if type(cached) is int and cached >= 0 else 0,
+            prep, ids, finish=_FINISH[finish], logprobs=logprobs, prompt_tokens=prompt, cached_tokens=cached,
             response_id=request_id if isinstance(request_id, str) and request_id else None,
             model=model if isinstance(model, str) and model else None, tokenizer=tokenizer)
     except TokenIdError as err:  # ids from another vocabulary: the caller's error, named where it is
