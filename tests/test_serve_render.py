@@ -85,6 +85,15 @@ def test_request_ids_follow_vllm(renderer):
     assert post(renderer.url, "/v1/responses/render", resp).json()["request_id"] == "resp_mine"
 
 
+@pytest.mark.parametrize("value", [42, 1.5, True, ["r1"], {"id": "r1"}])
+@pytest.mark.parametrize("path,body", [
+    ("/v1/chat/completions/render", {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Hi"}]}),
+    ("/v1/responses/render", {"model": "deepseek-v4-flash", "input": "Hi"}),
+])
+def test_a_request_id_that_is_not_a_string_is_refused_not_replaced(renderer, path, body, value):
+    assert refused_param(renderer.url, path, body, lambda b: b.update(request_id=value)) == "request_id"
+
+
 def test_a_tool_request_carries_the_turn_grammar_from_the_first_token(renderer):
     body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "Weather in Paris?"}],
             "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -118,7 +118,9 @@ def generate_request(prep: Any, request_id: str, *, cache_salt: str | None = Non
 def _request_id(api: str, body: Mapping[str, Any], header: str | None) -> str:
     """vLLM's request id rule (see the module docstring)."""
     given = body.get("request_id")
-    given = given if isinstance(given, str) and given else None
+    if given is not None and not isinstance(given, str):  # vLLM's request models type it str
+        raise ServeError("invalid_request", f"request_id must be a string, not {type(given).__name__}", "request_id")
+    given = given or None
     if api == "responses":
         return given or f"resp_{random_id()}"
     return "chatcmpl-" + (header if header is not None else given or random_id())
