@@ -238,7 +238,7 @@ def test_derender_names_a_top_logprob_id_outside_the_vocabulary(renderer):
     r = post(renderer.url, "/v1/chat/completions/derender",
              {"generate_response": {"request_id": "x-2", "choices": [choice]}, "chat_request": chat})
     assert r.status_code == 400, r.text
-    assert r.json()["error"]["param"] == "generate_response.choices[0].logprobs.content"
+    assert r.json()["error"]["param"] == "generate_response.choices[0].logprobs.content[0]"
     assert "token id 100000000 is outside the vocabulary" in r.json()["error"]["message"]
     choice["logprobs"]["content"][0]["top_logprobs"][0]["token_id"] = 19923   # the same body, in the vocabulary
     r = post(renderer.url, "/v1/chat/completions/derender",

@@ -48,7 +48,7 @@ Every route authenticates as the generation routes do; the tenant's cache salt b
 from __future__ import annotations
 
 import asyncio
-import uuid
+import math
 from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
@@ -58,7 +58,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from recipe.errors import RequestError
-from recipe.jsonfmt import loads_request
+from recipe.encodings.table import get_encoding
+from recipe.jsonfmt import dumps_wire, loads_request
 from recipe.output.driver import response as derendered
 from recipe.pipeline import prepare
 from recipe.serve.engines.base import EngineRequest
@@ -133,9 +134,35 @@ def _priority(body: Mapping[str, Any]) -> int:
     return value
 
 
-def _generated_logprobs(choice: Mapping[str, Any], n: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
+def _number(value: Any) -> bool:
+    """A finite JSON number (an int or float, not a bool)."""
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def _ids(values: list[Any], n_vocab: int, param: str) -> None:
+    """Check that ``values`` are token ids (ints, not bools) of a vocabulary of ``n_vocab`` ids.
+
+    Raises:
+        ServeError: one is not an int (400), or outside the vocabulary (400 naming the id and the
+            vocabulary's size), at ``param``.
+    """
+    for value in values:
+        if type(value) is not int:
+            raise ServeError("invalid_request", f"a token id must be an integer, not {type(value).__name__} "
+                                                f"{str(value)[:40]!r}", param)
+        if not 0 <= value < n_vocab:
+            raise ServeError("invalid_request", f"token id outside the vocabulary: {TokenIdError(value, n_vocab)}", param)
+
+
+def _generated_logprobs(choice: Mapping[str, Any], n: int,
+                        n_vocab: int) -> list[tuple[float, list[tuple[int, float]]]] | None:
     """A generate choice's ``logprobs.content`` (``{token_id, logprob, top_logprobs: [{token_id, logprob}]}``
-    per token) as the output driver's pairs; None when absent."""
+    per token) as the output driver's pairs; None when absent. Token ids must be ids of the vocabulary
+    (``n_vocab`` ids) and log-probabilities finite numbers, as written: nothing is converted.
+
+    Raises:
+        ServeError: a malformed entry (400 naming it).
+    """
     lp = choice.get("logprobs")
     if lp is None:
         return None
@@ -145,12 +172,16 @@ def _generated_logprobs(choice: Mapping[str, Any], n: int) -> list[tuple[float, 
                          "generate_response.choices[0].logprobs")
     out = []
     for i, entry in enumerate(content):
-        try:
-            alts = [(int(a["token_id"]), float(a["logprob"])) for a in entry.get("top_logprobs") or ()]
-            out.append((float(entry["logprob"]), alts))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise ServeError("invalid_request", "each entry needs token_id and logprob (numbers)",
-                             f"generate_response.choices[0].logprobs.content[{i}]") from None
+        where = f"generate_response.choices[0].logprobs.content[{i}]"
+        alts = entry.get("top_logprobs") if isinstance(entry, Mapping) else None
+        alts = [] if alts is None else alts
+        if (not isinstance(entry, Mapping) or "token_id" not in entry or not _number(entry.get("logprob"))
+                or not isinstance(alts, list)
+                or not all(isinstance(a, Mapping) and "token_id" in a and _number(a.get("logprob")) for a in alts)):
+            raise ServeError("invalid_request", "each entry needs token_id and logprob (a finite number), and "
+                                                "top_logprobs a list of such entries", where)
+        _ids([entry["token_id"], *(a["token_id"] for a in alts)], n_vocab, where)
+        out.append((float(entry["logprob"]), [(a["token_id"], float(a["logprob"])) for a in alts]))
     return out
 
 
@@ -182,12 +213,14 @@ def derender(api: str, body: Mapping[str, Any], prep: Any, tokenizer: Any = None
         raise ServeError("invalid_request", "generate_response.choices must hold exactly one choice",
                          "generate_response.choices")
     choice = choices[0]
-    ids = choice.get("token_ids") or []
-    if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
-        raise ServeError("invalid_request", "token_ids must be a list of token ids",
-                         "generate_response.choices[0].token_ids")
+    tok = tokenizer if tokenizer is not None else get_encoding(prep.encoding).tokenizer()
+    ids = choice.get("token_ids")
+    ids = [] if ids is None else ids
+    if not isinstance(ids, list):
+        raise ServeError("invalid_request", "token_ids must be a list of token ids", "generate_response.choices[0].token_ids")
+    _ids(ids, tok.n_vocab, "generate_response.choices[0].token_ids")
     finish = choice.get("finish_reason")
-    if finish not in _FINISH:
+    if not (finish is None or isinstance(finish, str)) or finish not in _FINISH:
         raise ServeError("invalid_request", f"finish_reason {finish!r} cannot be derendered (stop, length or null)",
                          "generate_response.choices[0].finish_reason")
     prompt_tokens = body.get("prompt_tokens")
@@ -204,16 +237,11 @@ def derender(api: str, body: Mapping[str, Any], prep: Any, tokenizer: Any = None
                          "generate_response.usage.prompt_tokens_details.cached_tokens")
     request_id = gen.get("request_id")
     model = body.get("model")
-    logprobs = _generated_logprobs(choice, len(ids))
-    try:
-        out = derendered(
-            prep, ids, finish=_FINISH[finish], logprobs=logprobs, prompt_tokens=prompt, cached_tokens=cached,
-            response_id=request_id if isinstance(request_id, str) and request_id else None,
-            model=model if isinstance(model, str) and model else None, tokenizer=tokenizer)
-    except TokenIdError as err:  # ids from another vocabulary: the caller's error, named where it is
-        where = "token_ids" if err.token_id in ids else "logprobs.content"
-        raise ServeError("invalid_request", f"token id outside the vocabulary: {err}",
-                         f"generate_response.choices[0].{where}") from None
+    out = derendered(
+        prep, ids, finish=_FINISH[finish], logprobs=_generated_logprobs(choice, len(ids), tok.n_vocab),
+        prompt_tokens=prompt, cached_tokens=cached,
+        response_id=request_id if isinstance(request_id, str) and request_id else None,
+        model=model if isinstance(model, str) and model else None, tokenizer=tok)
     if api == "chat":  # the fields vLLM's ChatCompletionResponse adds, so a vLLM client reads them as from vLLM
         for c in out["choices"]:
             for key in _VLLM_CHOICE:
@@ -253,18 +281,20 @@ def _object(raw: bytes) -> dict[str, Any]:
 
 def render_routes(st: Any) -> list[Route]:
     """The render and derender routes over the server state ``st`` (``tenants``, ``options``,
-    ``tokenizer``, ``config``, ``scoped``) of :mod:`recipe.serve.server`."""
+    ``tokenizer``, ``config``, ``scoped``) of :mod:`recipe.serve.server`.
+
+    A body larger than ``config.prepare_inline_bytes`` or with more JSON objects than
+    ``config.prepare_inline_objects`` is parsed, prepared, answered and printed in a worker thread,
+    as is one that reads the conversation store, so no request holds the event loop for long; the
+    answer is printed with :func:`recipe.jsonfmt.dumps_wire`."""
+    cfg = st.config
 
     def answer(api: str, err: ServeError | RequestError) -> Response:
         status, body = error_json(api, err)
         return JSONResponse(body, status_code=status)
 
-    async def prepared(api: str, body: Any, store: Any) -> Any:
-        raw = body if isinstance(body, bytes) else None
-        big = raw is not None and len(raw) > st.config.prepare_inline_bytes
-        if big or store is not None:
-            return await asyncio.to_thread(prepare, body, api, options=st.options, store=store, tokenizer=st.tokenizer)
-        return prepare(body, api, options=st.options, tokenizer=st.tokenizer)
+    def large(raw: bytes) -> bool:
+        return len(raw) > cfg.prepare_inline_bytes or raw.count(b"{") > cfg.prepare_inline_objects
 
     def tenant_of(request: Request) -> Any:
         """The tenant whose key ``request`` carries.
@@ -283,69 +313,97 @@ def render_routes(st: Any) -> list[Route]:
             raise ServeError("invalid_request", f"The model {prep.model} cannot be rendered with this server's "
                                                 f"vocabulary: {prep.token_ids_note}", "model")
 
+    async def run(work: Any, raw: bytes, *args: Any) -> bytes:
+        """``work(body, *args, store_ok)`` → the answer, printed: inline for a small body that needs no
+        store, else in a worker thread (``store_ok`` says whether it may read the store)."""
+        if large(raw):
+            return await asyncio.to_thread(lambda: dumps_wire(work(_object(raw), *args, True)))
+        body = _object(raw)
+        try:
+            return dumps_wire(work(body, *args, False))
+        except _NeedsStore:
+            return await asyncio.to_thread(lambda: dumps_wire(work(body, *args, True)))
+
     def render(api: str):  # type: ignore[no-untyped-def]
+        def work(body: dict[str, Any], tenant: Any, header: str | None, store_ok: bool) -> dict[str, Any]:
+            store = None
+            if api == "responses" and body.get("previous_response_id") is not None:
+                if not store_ok:
+                    raise _NeedsStore
+                store = st.scoped(tenant)
+            prep = prepare(body, api, options=st.options, store=store, tokenizer=st.tokenizer)
+            ids_of(prep)
+            return generate_request(prep, _request_id(api, body, header), cache_salt=tenant.salt,
+                                    priority=_priority(body), constrain=cfg.constrain)
+
         async def handler(request: Request) -> Response:
             try:
                 tenant = tenant_of(request)
                 raw = await _read(request, st.options.max_body_bytes)
-                body = _object(raw)
-                store = st.scoped(tenant) if api == "responses" and body.get("previous_response_id") else None
-                prep = await prepared(api, raw, store)
-                ids_of(prep)
-                rid = _request_id(api, body, request.headers.get("x-request-id"))
-                out = generate_request(prep, rid, cache_salt=tenant.salt, priority=_priority(body),
-                                       constrain=st.config.constrain)
+                out = await run(work, raw, tenant, request.headers.get("x-request-id"))
             except (ServeError, RequestError) as err:
                 return answer(api, err)
-            return JSONResponse(out)
+            return Response(out, media_type="application/json")
         return handler
 
     def derender_route(api: str):  # type: ignore[no-untyped-def]
         field = REQUEST_FIELDS[api]
 
+        def work(body: dict[str, Any], tenant: Any, store_ok: bool) -> dict[str, Any]:
+            if body.get("stream") is True:
+                raise ServeError("invalid_request", "streaming derender is not served: derender the whole "
+                                                    "generate response (stream false)", "stream")
+            original = body.get(field)
+            if not isinstance(original, dict):
+                raise ServeError("invalid_request", f"{field} must be the request that was rendered (an object): "
+                                                    "recipe parses the output with it", field)
+            store = None
+            if api == "responses" and original.get("previous_response_id") is not None:
+                if not store_ok:
+                    raise _NeedsStore
+                store = st.scoped(tenant)
+            try:
+                prep = prepare(original, api, options=st.options, store=store, tokenizer=st.tokenizer)
+            except RequestError as err:  # the field path names where in the derender body it is
+                raise replace(err, param=f"{field}.{err.param}" if err.param else field) from None
+            ids_of(prep)
+            return derender(api, body, prep, st.tokenizer)
+
         async def handler(request: Request) -> Response:
             try:
                 tenant = tenant_of(request)
-                body = _object(await _read(request, st.options.max_body_bytes))
-                if body.get("stream") is True:
-                    raise ServeError("invalid_request", "streaming derender is not served: derender the whole "
-                                                        "generate response (stream false)", "stream")
-                original = body.get(field)
-                if not isinstance(original, dict):
-                    raise ServeError("invalid_request", f"{field} must be the request that was rendered (an object): "
-                                                        "recipe parses the output with it", field)
-                store = st.scoped(tenant) if api == "responses" and original.get("previous_response_id") else None
-                try:
-                    prep = await prepared(api, original, store)
-                except RequestError as err:  # the field path names where in the derender body it is
-                    raise replace(err, param=f"{field}.{err.param}" if err.param else field) from None
-                ids_of(prep)
-                out = await asyncio.to_thread(derender, api, body, prep, st.tokenizer)
+                raw = await _read(request, st.options.max_body_bytes)
+                out = await run(work, raw, tenant)
             except (ServeError, RequestError) as err:
                 return answer(api, err)
-            return JSONResponse(out)
+            return Response(out, media_type="application/json")
         return handler
 
     async def completions_render(request: Request) -> Response:
         try:
             tenant = tenant_of(request)
-            body = _object(await _read(request, st.options.max_body_bytes))
-            out: Any = await asyncio.to_thread(render_completion, body, st.options, st.tokenizer,
-                                               header_id=request.headers.get("x-request-id"), cache_salt=tenant.salt)
+            raw = await _read(request, st.options.max_body_bytes)
+            header = request.headers.get("x-request-id")
+            out = await asyncio.to_thread(lambda: dumps_wire(render_completion(
+                _object(raw), st.options, st.tokenizer, header_id=header, cache_salt=tenant.salt)))
         except (ServeError, RequestError) as err:
             return answer("chat", err)
-        return JSONResponse(out)
+        return Response(out, media_type="application/json")
 
     async def completions_derender(request: Request) -> Response:
         try:
             tenant_of(request)
-            body = _object(await _read(request, st.options.max_body_bytes))
-            out = await asyncio.to_thread(derender_completion, body, st.options, st.tokenizer)
+            raw = await _read(request, st.options.max_body_bytes)
+            out = await asyncio.to_thread(lambda: dumps_wire(derender_completion(_object(raw), st.options, st.tokenizer)))
         except (ServeError, RequestError) as err:
             return answer("chat", err)
-        return JSONResponse(out)
+        return Response(out, media_type="application/json")
 
     return [*(Route(p, render(api), methods=["POST"]) for p, api in RENDER_PATHS.items()),
             *(Route(p, derender_route(api), methods=["POST"]) for p, api in DERENDER_PATHS.items()),
             Route(COMPLETIONS_RENDER_PATH, completions_render, methods=["POST"]),
             Route(COMPLETIONS_DERENDER_PATH, completions_derender, methods=["POST"])]
+
+
+class _NeedsStore(Exception):
+    """Raised by a route's inline work when the body reads the conversation store: run it in a thread."""

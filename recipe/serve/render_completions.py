@@ -37,6 +37,7 @@ generate choice carries them. Streaming derender is not served.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -316,19 +317,31 @@ def _logprobs(tok: Tokenizer, lp: Any, ids: Sequence[int], where: str) -> dict[s
         raise _bad(f"logprobs.content must hold one entry per token id ({len(ids)})", f"{where}.logprobs")
     out: dict[str, Any] = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
     offset = 0
+    n = tok.n_vocab
     for k, entry in enumerate(content):
-        try:
-            token = tok.decode([int(entry["token_id"])])
-            logprob = float(entry["logprob"])
-            top = {tok.decode([int(a["token_id"])]): float(a["logprob"]) for a in entry.get("top_logprobs") or ()}
-        except (KeyError, TypeError, ValueError, AttributeError, TokenIdError):
-            raise _bad("each entry needs token_id (in the vocabulary) and logprob", f"{where}.logprobs.content[{k}]") from None
+        alts = entry.get("top_logprobs") if isinstance(entry, Mapping) else None
+        alts = [] if alts is None else alts
+        if (not isinstance(entry, Mapping) or not _entry(entry, n) or not isinstance(alts, list)
+                or not all(_entry(a, n) for a in alts)):
+            raise _bad("each entry needs token_id (an id of the vocabulary) and logprob (a finite number), and "
+                       "top_logprobs a list of such entries", f"{where}.logprobs.content[{k}]")
+        token = tok.decode([entry["token_id"]])
+        logprob = float(entry["logprob"])
+        top = {tok.decode([a["token_id"]]): float(a["logprob"]) for a in alts}
         out["text_offset"].append(offset)
         out["token_logprobs"].append(logprob)
         out["tokens"].append(token)
         out["top_logprobs"].append(top)
         offset += len(token)
     return out
+
+
+def _entry(value: Any, n_vocab: int) -> bool:
+    """A logprobs entry ``{token_id, logprob}``: an id of the vocabulary and a finite number (no bools)."""
+    if not isinstance(value, Mapping):
+        return False
+    tid, lp = value.get("token_id"), value.get("logprob")
+    return type(tid) is int and 0 <= tid < n_vocab and type(lp) in (int, float) and math.isfinite(lp)
 
 
 def derender_completion(body: Mapping[str, Any], options: Options, tokenizer: Tokenizer | None) -> dict[str, Any]:
