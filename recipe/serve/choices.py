@@ -48,8 +48,10 @@ class Usage:
         self.prompt, self.cached, self.completion = prompt, cached, 0
 
     def see_cached(self, cached: int) -> None:
-        """Take the engine's cached-token count, clamped to ``0 … prompt``."""
-        self.cached = min(max(cached, 0), self.prompt)
+        """Take the engine's cached-token count, clamped to ``0 … prompt`` (anything but an int is
+        not a count: ignored)."""
+        if type(cached) is int:
+            self.cached = min(max(cached, 0), self.prompt)
 
 
 def delta_error(d: EngineDelta) -> EngineError:

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, error_frame, sse_objects, structured_output, token_ids
+from recipe.serve.engines.http import HTTPEngine, choice_list, count, error_frame, sse_objects, structured_output, token_ids
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -203,14 +203,14 @@ class GenerateEngine(HTTPEngine):
                         finished = True
                         raise error_frame(err)
                     usage = obj.get("usage")
-                    choices = obj.get("choices") or []
+                    choices = choice_list(obj.get("choices"), "generate")
                     if not choices and isinstance(usage, dict):
                         if held is not None:
-                            details = usage.get("prompt_tokens_details") or {}
+                            details = usage.get("prompt_tokens_details")
                             finished = True
                             try:
-                                yield EngineDelta(held.token_ids, held.logprobs, held.finish, usage.get("prompt_tokens"),
-                                                  details.get("cached_tokens") if isinstance(details, dict) else None)
+                                yield EngineDelta(held.token_ids, held.logprobs, held.finish, count(usage.get("prompt_tokens")),
+                                                  count(details.get("cached_tokens")) if isinstance(details, dict) else None)
                             finally:  # the request is over: its [DONE] is read, so the connection serves the next one
                                 await objects.finish()
                             return
@@ -218,12 +218,10 @@ class GenerateEngine(HTTPEngine):
                     if not choices or held is not None:
                         continue  # nothing new, or frames after the finish: an engine's finish is final
                     c = choices[0]
-                    if not isinstance(c, dict):
-                        raise EngineError("protocol", f"generate choice is not an object: {str(c)[:200]}")
                     new = token_ids(c.get("token_ids"), "generate")
                     lps = token_logprobs(c.get("logprobs"), len(new)) if req.logprobs is not None else None
                     fin = c.get("finish_reason")
-                    if fin is not None and fin not in ("stop", "length"):
+                    if fin is not None and (not isinstance(fin, str) or fin not in ("stop", "length")):
                         finished = True
                         raise EngineError("failed", f"the engine ended the request: {fin}")
                     if fin is not None:

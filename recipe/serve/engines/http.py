@@ -240,6 +240,25 @@ def token_ids(value: Any, engine: str) -> list[int]:
     return value
 
 
+def count(value: Any) -> int | None:
+    """A token count an engine reported (``prompt_tokens``, ``cached_tokens``): a non-negative int as
+    sent, else None (not reported: a string, a float, a list … from a malformed engine is not a count)."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def choice_list(value: Any, engine: str) -> list[dict[str, Any]]:
+    """A frame's ``choices`` (``[]`` for null or absent).
+
+    Raises:
+        EngineError: ``protocol``, not a list of objects.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
+        raise EngineError("protocol", f"{engine} choices is not a list of objects: {str(value)[:200]}")
+    return value
+
+
 def structured_output(req: EngineRequest) -> tuple[str, str] | None:
     """A ``response_format`` in an engine's plain fields (every grammar backend takes them):
     ``("json", schema text)``, ``("json_object", "")`` or ``("regex", pattern)``; None otherwise.

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, refusal, sse_objects, structured_output
+from recipe.serve.engines.http import HTTPEngine, count, refusal, sse_objects, structured_output
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -99,10 +99,27 @@ def _pairs(meta: dict[str, Any], start: int, end: int) -> list[tuple[float, list
         return None
     tops = meta.get("output_top_logprobs")
     out = []
-    for i in range(start, end):
-        top = tops[i] if isinstance(tops, list) and i < len(tops) and tops[i] else []
-        out.append((float(vals[i][0]), [(int(t[1]), float(t[0])) for t in top]))
+    try:
+        for i in range(start, end):
+            top = tops[i] if isinstance(tops, list) and i < len(tops) and tops[i] else []
+            out.append((_logprob(vals[i]), [(_id(t), _logprob(t)) for t in top]))
+    except (TypeError, IndexError, KeyError):
+        raise EngineError("protocol", f"SGLang logprobs are not [logprob, id, text] entries: {str(vals[start:end])[:200]}") from None
     return out
+
+
+def _logprob(entry: Any) -> float:
+    value = entry[0]
+    if type(value) not in (int, float):
+        raise TypeError
+    return float(value)
+
+
+def _id(entry: Any) -> int:
+    value = entry[1]
+    if type(value) is not int:
+        raise TypeError
+    return value
 
 
 class SGLangEngine(HTTPEngine):
@@ -172,16 +189,17 @@ class SGLangEngine(HTTPEngine):
                             status = fin.get("status_code") if isinstance(fin, dict) else None
                             if kind == "abort" and status == 400 and not any(seen):
                                 raise refusal(400, str(message))
-                            raise EngineError("failed", f"SGLang ended the request: {kind}{': ' + message if message else ''}")
+                            raise EngineError("failed", f"SGLang ended the request: {kind}{f': {message}' if message else ''}")
                         finish = kind
                     if finished:  # the request is over: its [DONE] is read, so the connection serves the next one
                         try:
-                            yield EngineDelta(new, lps, finish, meta.get("prompt_tokens"), meta.get("cached_tokens"), None, k)
+                            yield EngineDelta(new, lps, finish, count(meta.get("prompt_tokens")), count(meta.get("cached_tokens")), None, k)
                         finally:
                             await objects.finish()
                         return
                     if new or finish is not None:
-                        yield EngineDelta(new, lps, finish, meta.get("prompt_tokens"), meta.get("cached_tokens"), None, k)
+                        yield EngineDelta(new, lps, finish, count(meta.get("prompt_tokens")), count(meta.get("cached_tokens")),
+                                          None, k)
                 raise EngineError("unavailable", "SGLang closed the stream before the output finished")
         finally:
             if not finished:

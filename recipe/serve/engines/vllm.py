@@ -30,7 +30,7 @@ import orjson
 
 from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import VOCABULARY_PROBE, EngineDelta, EngineError, EngineInfo, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, error_frame, sse_objects, structured_output, token_ids
+from recipe.serve.engines.http import HTTPEngine, choice_list, count, error_frame, sse_objects, structured_output, token_ids
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -98,7 +98,7 @@ def _extra_fields(body: dict[str, Any], x: ExtraSampling) -> None:
 
 
 def _token_id(key: Any) -> int:
-    if isinstance(key, str) and key.startswith("token_id:"):
+    if isinstance(key, str) and key.startswith("token_id:") and key[9:].isascii() and key[9:].isdigit():
         return int(key[9:])
     raise EngineError("protocol", f"vLLM logprob token {key!r} is not 'token_id:N' (return_tokens_as_token_ids)")
 
@@ -112,15 +112,22 @@ def _logprobs(lp: Any, n: int, top_n: int) -> list[tuple[float, list[tuple[int, 
         return None
     values: Sequence[Any] = lp.get("token_logprobs") or []
     tops: Sequence[Any] = lp.get("top_logprobs") or [None] * len(values)
-    if len(values) != n or len(tops) != n:
+    if not isinstance(values, list) or not isinstance(tops, list) or len(values) != n or len(tops) != n:
         return None
     out = []
     for value, top in zip(values, tops):
+        if not isinstance(top or {}, dict) or not all(_number(v) for v in (top or {}).values()) or not (
+                value is None or _number(value)):
+            raise EngineError("protocol", f"vLLM logprobs entry is not numbers: {str((value, top))[:200]}")
         alts = [(_token_id(k), float(v)) for k, v in (top or {}).items()]
         if len(alts) > top_n:
             alts = sorted(alts, key=lambda a: -a[1])[:top_n] if top_n > 0 else []
         out.append((float(value) if value is not None else 0.0, alts))
     return out
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float)
 
 
 class VLLMEngine(HTTPEngine):
@@ -170,17 +177,18 @@ class VLLMEngine(HTTPEngine):
                     raise error_frame(err)
                 if isinstance(obj.get("usage"), dict) and len(held) == n:
                     usage = obj["usage"]
-                    details = usage.get("prompt_tokens_details") or {}
+                    details = usage.get("prompt_tokens_details")
                     try:
                         for k in range(n - 1):
                             yield held[k]
                         d = held[n - 1]
-                        yield EngineDelta(d.token_ids, d.logprobs, d.finish, usage.get("prompt_tokens", prompt),
-                                          details.get("cached_tokens"), None, d.index)
+                        yield EngineDelta(d.token_ids, d.logprobs, d.finish, count(usage.get("prompt_tokens", prompt)),
+                                          count(details.get("cached_tokens")) if isinstance(details, dict) else None,
+                                          None, d.index)
                     finally:  # the request is over: read its [DONE], so the connection serves the next one
                         await objects.finish()
                     return
-                for c in obj.get("choices") or ():
+                for c in choice_list(obj.get("choices"), "vLLM"):
                     k = c.get("index")
                     if type(k) is not int or not 0 <= k < n:
                         raise EngineError("protocol", f"vLLM choice index {k!r} outside 0..{n - 1}")
@@ -192,7 +200,7 @@ class VLLMEngine(HTTPEngine):
                     lps = _logprobs(c.get("logprobs"), len(ids), req.logprobs) if req.logprobs is not None else None
                     reason = c.get("finish_reason")
                     if reason is not None:
-                        finish = _FINISH.get(reason)
+                        finish = _FINISH.get(reason) if isinstance(reason, str) else None
                         if finish is None:
                             raise EngineError("failed", f"vLLM ended the request: finish_reason {reason!r} "
                                                         f"(stop_reason {c.get('stop_reason')!r})")
