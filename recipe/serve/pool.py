@@ -44,6 +44,8 @@ from recipe.serve.routing import ROUTING_POLICIES, Candidate, EngineLoad, Routin
 __all__ = ["Replica", "Route", "ReplicaPool", "EJECT_BASE_SECONDS", "EJECT_MAX_SECONDS"]
 
 _log = logging.getLogger(__name__)
+#: The largest engine ``/metrics`` page read (bytes); past it the engine's load is not read.
+_METRICS_LIMIT = 8 * 1024 * 1024
 
 #: A replica's first ejection lasts this many seconds, doubled per consecutive failure up to the max.
 EJECT_BASE_SECONDS = 1.0
@@ -310,16 +312,24 @@ class ReplicaPool:
 
     async def scrape(self, client: httpx.AsyncClient) -> None:
         """Read every HTTP engine's ``/metrics`` once, at the same time, into its replica's ``load``
-        (:func:`recipe.serve.routing.parse_engine_metrics`); an engine that does not answer, or
-        answers no request gauge, keeps no load (its in-flight count alone is used)."""
+        (:func:`recipe.serve.routing.parse_engine_metrics`); an engine that does not answer, answers
+        no request gauge or a page over 8 MiB keeps no load (its in-flight count alone is used)."""
 
         async def one(r: Replica) -> None:
             base = getattr(r.engine, "base_url", None)
             if not isinstance(base, str):
                 return
+            text = ""
             try:
-                response = await client.get(base + "/metrics")
-                text = response.text if response.status_code == 200 else ""
+                async with client.stream("GET", base + "/metrics") as response:
+                    if response.status_code == 200:
+                        body = bytearray()
+                        async for chunk in response.aiter_bytes():
+                            body += chunk
+                            if len(body) > _METRICS_LIMIT:  # not an engine's metrics page: no load read
+                                body.clear()
+                                break
+                        text = body.decode("utf-8", "replace")
             except httpx.HTTPError:
                 text = ""
             r.load = parse_engine_metrics(text, time.monotonic()) if text else None

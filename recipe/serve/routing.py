@@ -167,18 +167,24 @@ _GAUGES = {
     "sglang:num_running_reqs": "running", "sglang:num_queue_reqs": "waiting", "sglang:token_usage": "kv_usage",
 }
 
+_NAMES = tuple(_GAUGES)
+
 
 def parse_engine_metrics(text: str, at: float) -> EngineLoad | None:
     """An engine's load from its Prometheus ``/metrics`` text (vLLM's ``vllm:num_requests_running``,
     ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``; SGLang's ``sglang:num_running_reqs``,
     ``sglang:num_queue_reqs``, ``sglang:token_usage``), summed over label sets (data-parallel ranks;
-    KV usage averaged); None when the text has no request gauge or cannot be parsed."""
+    KV usage averaged); None when the text has no request gauge or its lines cannot be parsed. Only
+    the lines of those gauges are parsed (their samples, without ``# TYPE`` lines, read as untyped)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
+    # only the gauges' sample lines are parsed: an engine's page holds hundreds of histogram lines
+    # (and a hostile one any number), which Prometheus's pure-Python parser reads at ~1 s a megabyte
+    wanted = "\n".join(line for line in text.splitlines() if line.startswith(_NAMES)) + "\n"
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(wanted):
             for s in family.samples:
                 field = _GAUGES.get(s.name)
                 if field is None or not math.isfinite(s.value):
