@@ -206,6 +206,19 @@ def _text(field: bytes | str) -> str:
     return field.decode("utf-8") if isinstance(field, bytes) else field
 
 
+def _live_fields(row: dict[Any, Any], now: float) -> set[str]:
+    """The replicas of one index hash whose entry has not expired. A field or value another writer
+    left that is not recipe's (a name that is not UTF-8, an expiry that is not a number) is no entry."""
+    out = set()
+    for f, v in row.items():
+        try:
+            if float(v) > now:
+                out.add(_text(f))
+        except (TypeError, ValueError):  # (UnicodeDecodeError is a ValueError)
+            continue
+    return out
+
+
 class RedisPrefixIndex:
     """:class:`PrefixIndex` on Redis: hash ``<ns>:<key bytes>``, field replica, value expiry (s).
 
@@ -283,7 +296,7 @@ class RedisPrefixIndex:
             return {}
         rows = self._run(lambda p: [p.hgetall(self._name(ns, k)) for k in keys])
         now = self.clock()
-        live = [{_text(f) for f, v in row.items() if float(v) > now} for row in rows]
+        live = [_live_fields(row, now) for row in rows]
         return _leading(keys, live.__getitem__)
 
     def longest_prefix(self, ns: str, keys: Sequence[bytes]) -> int:
@@ -307,7 +320,7 @@ class RedisPrefixIndex:
                     p.hdel(n, replica)
 
         rows, now = self._run(fill)[: len(names)], self.clock()
-        return sum(float(v) > now for row in rows for f, v in row.items() if replica is None or _text(f) == replica)
+        return sum(replica is None or r == replica for row in rows for r in _live_fields(row, now))
 
 
 # --------------------------------------------------------------------------- simulation

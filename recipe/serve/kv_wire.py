@@ -165,8 +165,9 @@ def _event(raw: Any) -> Event | None:
         if len(ids) != size * len(keys):
             raise MalformedBatch(f"{len(ids)} token ids for {len(keys)} blocks of {size}")
         extra = f.get("extra_keys")
-        if extra is not None and (not isinstance(extra, (list, tuple)) or len(extra) != len(keys)):
-            raise MalformedBatch("extra_keys does not have one entry per block")
+        if extra is not None and (not isinstance(extra, (list, tuple)) or len(extra) != len(keys)
+                                  or not all(e is None or isinstance(e, (list, tuple)) for e in extra)):
+            raise MalformedBatch("extra_keys does not have one entry (a list or null) per block")
         return BlockStored(keys, None if parent is None else block_key(parent), ids, size,
                            _opt_str(f.get("medium"), "medium"), _opt_int(f.get("group_idx"), "group_idx"),
                            None if extra is None else tuple(extra))
