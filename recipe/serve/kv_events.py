@@ -21,7 +21,10 @@ engine holds them:
   joins a young engine (its replay buffer, vLLM's ``buffer_steps``, still holds the whole history)
   starts exact;
 - only blocks of the engine's prefix cache count: medium ``GPU`` (or none) and the first KV-cache
-  group; at most ``max_blocks`` per replica are indexed (past it new blocks are not, and counted).
+  group; at most ``max_blocks`` per replica are indexed (past it new blocks are not, and counted);
+- a large batch (over 64 KiB of msgpack: tens of thousands of blocks) is decoded and applied to the
+  replica's block set in a worker thread, and any batch's index writes go in slices of 2,048 keys
+  (the drops first), so no batch holds the event loop for long.
 
 The root blocks an engine reports are checked against recipe's vLLM-identical keys
 (:mod:`recipe.cache.keys`, scheme ``vllm`` with the source's hash seed and vLLM 0.32's tagged extra
@@ -74,6 +77,12 @@ EVENTS_NAMESPACE = "recipe:kv:vllm-events/1"
 DEFAULT_HASH_SEED = "vllm-none-hash"
 
 _END_SEQ = -1
+
+#: Payloads longer than this (bytes) are decoded, and applied to the replica's block set, in a worker
+#: thread: a batch of tens of thousands of blocks takes a large part of a second in Python.
+_LARGE_PAYLOAD = 64 * 1024
+#: Index writes of one batch go in slices of this many keys, the event loop free between them.
+_SLICE = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,8 +411,9 @@ class KVEventSubscriber:
                            self.replica, self.next_seq, seq - 1)
                 await self._resync("gap")
         self.next_seq = seq + 1
+        large = len(payload) > _LARGE_PAYLOAD
         try:
-            batch = decode_batch(payload)
+            batch = await asyncio.to_thread(decode_batch, payload) if large else decode_batch(payload)
         except MalformedBatch as exc:
             self._once("malformed", "kv events of %s: malformed batch %d (%s): resynced", self.replica, seq, exc)
             await self._resync("malformed")
@@ -414,12 +424,24 @@ class KVEventSubscriber:
         self.index_stale = False
         if any(isinstance(e, AllBlocksCleared) for e in batch.events):
             self.resyncs["cleared"] = self.resyncs.get("cleared", 0) + 1
-        added, dropped = self.blocks.apply(batch)
+        # (the block set is this task's own: routing only reads whether it is empty and the block size)
+        added, dropped = await asyncio.to_thread(self.blocks.apply, batch) if large else self.blocks.apply(batch)
         self.batches += 1
         if self.blocks.overflow:
             self._once("overflow", "kv events of %s: more than %d blocks held; the excess is not indexed",
                        self.replica, self.blocks.max_blocks)
-        await self._write(self.sink.update, self.replica, added, dropped)
+        # a large change goes to the index in slices, the loop free between them: the drops first, so
+        # the index never holds a block the engine reported gone once the adds begin
+        for i in range(0, len(dropped), _SLICE):
+            if not await self._write(self.sink.update, self.replica, (), dropped[i:i + _SLICE]):
+                return
+            if len(dropped) > _SLICE:
+                await asyncio.sleep(0)
+        for i in range(0, len(added), _SLICE):
+            if not await self._write(self.sink.update, self.replica, added[i:i + _SLICE], ()):
+                return
+            if len(added) > _SLICE:
+                await asyncio.sleep(0)
 
     async def _replay(self, start: int) -> None:
         """Ask the replay socket for every batch from ``start`` on and apply them in order; a
@@ -462,7 +484,14 @@ class KVEventSubscriber:
     async def _resync(self, reason: str) -> None:
         """Drop every entry of the replica (see the module docstring)."""
         self.resyncs[reason] = self.resyncs.get(reason, 0) + 1
-        await self._write(self.sink.clear, self.replica, self.blocks.clear())
+        held = self.blocks.clear()
+        if self.sink.blocking or len(held) <= _SLICE:
+            await self._write(self.sink.clear, self.replica, held)
+            return
+        for i in range(0, len(held), _SLICE):  # (a memory index, on the loop: in slices)
+            if not await self._write(self.sink.clear, self.replica, held[i:i + _SLICE]):
+                return
+            await asyncio.sleep(0)
 
     async def _write(self, fn: Callable[..., None], *args: Any) -> bool:
         """Run a sink call (in a worker thread for a blocking sink); False when the index failed.

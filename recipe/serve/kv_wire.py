@@ -11,6 +11,7 @@ replica holds. The subscriber is :mod:`recipe.serve.kv_events`.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,16 @@ def block_key(value: Any) -> bytes:
 def _keys(value: Any) -> tuple[bytes, ...]:
     if not isinstance(value, (list, tuple)):
         raise MalformedBatch("block_hashes is not a list")
+    if len(value) > 16 and bool not in set(map(type, value)):
+        try:  # int hashes (vLLM's default) in C: each checked in [0, 2**64) by the array, then big-endian bytes
+            packed = array("Q", value)
+        except (TypeError, OverflowError):
+            pass  # bytes hashes, or a malformed one: checked one by one below
+        else:
+            if sys.byteorder == "little":
+                packed.byteswap()
+            raw = packed.tobytes()
+            return tuple(raw[i:i + 8] for i in range(0, len(raw), 8))
     return tuple(block_key(v) for v in value)
 
 
