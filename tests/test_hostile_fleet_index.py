@@ -249,3 +249,31 @@ def test_a_batch_of_tens_of_thousands_of_blocks_does_not_hold_the_event_loop():
     finally:
         gc.unfreeze()
     assert max(worst) < 0.1, worst
+
+
+def test_a_registry_member_that_is_not_utf8_is_removed_like_any_other():
+    """Another writer's frontend id that is not UTF-8 (no snapshot) was read with U+FFFD in it, its
+    key looked up under that other name and removed under it too: it stayed in the registry for
+    ever, looked up on every sync. Members are now the bytes Redis holds."""
+    import uuid
+
+    import redis
+
+    from recipe.cache.redis_client import connect
+    from recipe.serve.shared_load import SharedLoad
+
+    with redis_server() as url:
+        async def go() -> None:
+            load = SharedLoad(connect(url, asyncio=True), prefix=f"t-{uuid.uuid4().hex}", frontend="b")
+            raw = redis.Redis.from_url(url)
+            try:
+                raw.sadd(load.registry, b"\xff\xfe", "gone")
+                raw.set(load.key_of("").encode() + b"\xfe\xff", b'{"r": 4}', px=5000)  # a live one, not UTF-8
+                raw.sadd(load.registry, b"\xfe\xff")
+                assert await load.sync({"r": 1}) == {"r": 4} and load.frontends == 1
+                assert raw.smembers(load.registry) == {b"b", b"\xfe\xff"}
+            finally:
+                raw.close()
+                await load.aclose()
+
+        asyncio.run(go())

@@ -128,10 +128,13 @@ class SharedLoad:
             pipe.sadd(self.registry, self.frontend)
             pipe.pexpire(self.registry, ms)
             pipe.smembers(self.registry)
-            members = sorted(m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m)
-                             for m in (await pipe.execute())[3])
-            members = [m for m in members if m != self.frontend]
-            snapshots = await self.client.mget([self.key_of(m) for m in members]) if members else []
+            # members as the bytes Redis holds (a name that is not UTF-8, another writer's, is still
+            # its own key and is removed as written)
+            own = self.frontend.encode("utf-8")
+            members = sorted(m for m in (x if isinstance(x, bytes) else str(x).encode("utf-8")
+                                         for x in (await pipe.execute())[3]) if m != own)
+            prefix = self.key_of("").encode("utf-8")
+            snapshots = await self.client.mget([prefix + m for m in members]) if members else []
             gone = [m for m, v in zip(members, snapshots) if v is None]
             if gone:
                 await self.client.srem(self.registry, *gone)
