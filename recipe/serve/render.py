@@ -314,24 +314,26 @@ def render_routes(st: Any) -> list[Route]:
                                                 f"vocabulary: {prep.token_ids_note}", "model")
 
     async def run(work: Any, raw: bytes, *args: Any) -> bytes:
-        """``work(body, *args, store_ok)`` → the answer, printed: inline for a small body that needs no
-        store, else in a worker thread (``store_ok`` says whether it may read the store)."""
+        """``work(body, raw, *args, store_ok)`` → the answer, printed: inline for a small body that needs
+        no store, else in a worker thread (``store_ok`` says whether it may read the store)."""
         if large(raw):
-            return await asyncio.to_thread(lambda: dumps_wire(work(_object(raw), *args, True)))
+            return await asyncio.to_thread(lambda: dumps_wire(work(_object(raw), raw, *args, True)))
         body = _object(raw)
         try:
-            return dumps_wire(work(body, *args, False))
+            return dumps_wire(work(body, raw, *args, False))
         except _NeedsStore:
-            return await asyncio.to_thread(lambda: dumps_wire(work(body, *args, True)))
+            return await asyncio.to_thread(lambda: dumps_wire(work(body, raw, *args, True)))
 
     def render(api: str):  # type: ignore[no-untyped-def]
-        def work(body: dict[str, Any], tenant: Any, header: str | None, store_ok: bool) -> dict[str, Any]:
+        def work(body: dict[str, Any], raw: bytes, tenant: Any, header: str | None, store_ok: bool) -> dict[str, Any]:
             store = None
             if api == "responses" and body.get("previous_response_id") is not None:
                 if not store_ok:
                     raise _NeedsStore
                 store = st.scoped(tenant)
-            prep = prepare(body, api, options=st.options, store=store, tokenizer=st.tokenizer)
+            # (the JSON text, as the generation routes pass it: the agent loop's next request reuses
+            # the messages an earlier one sent)
+            prep = prepare(raw, api, options=st.options, store=store, tokenizer=st.tokenizer)
             ids_of(prep)
             return generate_request(prep, _request_id(api, body, header), cache_salt=tenant.salt,
                                     priority=_priority(body), constrain=cfg.constrain)
@@ -349,7 +351,7 @@ def render_routes(st: Any) -> list[Route]:
     def derender_route(api: str):  # type: ignore[no-untyped-def]
         field = REQUEST_FIELDS[api]
 
-        def work(body: dict[str, Any], tenant: Any, store_ok: bool) -> dict[str, Any]:
+        def work(body: dict[str, Any], raw: bytes, tenant: Any, store_ok: bool) -> dict[str, Any]:
             if body.get("stream") is True:
                 raise ServeError("invalid_request", "streaming derender is not served: derender the whole "
                                                     "generate response (stream false)", "stream")
