@@ -414,6 +414,7 @@ class Seen:
     violations: list[str] = field(default_factory=list)  # scripted outputs it rejected
     sampled: list[list[int]] = field(default_factory=list)  # outputs sampled under the grammar
     peers: list[Any] = field(default_factory=list)  # vLLM: each generation request's client (host, port)
+    ranks: list[str | None] = field(default_factory=list)  # vLLM: each request's X-data-parallel-rank header
 
 
 def _decoded(ids: list[int]) -> str:
@@ -535,6 +536,7 @@ def vllm_app(script: Script, seen: Seen, backend: str = "auto") -> Starlette:
         raw = await request.json()
         seen.bodies.append(raw)
         seen.peers.append(tuple(request.client) if request.client else None)
+        seen.ranks.append(request.headers.get("x-data-parallel-rank"))
         try:
             req = VLLMCompletionRequest.model_validate(raw)
             if req.structured_outputs is not None:

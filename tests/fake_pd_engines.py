@@ -46,10 +46,12 @@ _ids = itertools.count(1)
 @dataclass
 class Ledger:
     """The KV handoff between fake prefill and decode servers: what each prefill left for a decode
-    server to read, and every request each server saw (``(server name, body)``)."""
+    server to read, and every request each server saw (``(server name, body)``; ``ranks``: its
+    ``X-data-parallel-rank`` header)."""
 
     transfers: dict[Any, dict[str, Any]] = field(default_factory=dict)
     seen: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    ranks: list[tuple[str, str | None]] = field(default_factory=list)  # (server, X-data-parallel-rank header)
 
     def by(self, name: str) -> list[dict[str, Any]]:
         return [b for n, b in self.seen if n == name]
@@ -106,6 +108,7 @@ def _recorded(fake: Fake, ledger: Ledger) -> Any:
         async def route(request: Request) -> Response:
             body = orjson.loads(await request.body())
             ledger.seen.append((fake.name, body))
+            ledger.ranks.append((fake.name, request.headers.get("x-data-parallel-rank")))
             if fake.fail:
                 return _error(fake.fail, f"{fake.name} failed")
             return await handler(request, body)

@@ -130,3 +130,41 @@ class Publisher:
         if self.router is not None:
             self.router.close(linger=0)
         self.ctx.term()
+
+
+def consecutive_ports(n: int) -> int:
+    """The first of ``n`` consecutive free loopback ports."""
+    import socket
+
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = s.getsockname()[1]
+        try:
+            socks = []
+            for k in range(n):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", first + k))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise AssertionError("no consecutive free ports")
+
+
+class DPPublishers:
+    """The publishers of a replica of ``ranks`` data-parallel ranks: rank r's on the ports plus r (as
+    vLLM binds them), each batch naming its rank; ``spec`` names them in an engine spec."""
+
+    def __init__(self, ranks: int) -> None:
+        port, replay = consecutive_ports(ranks), consecutive_ports(ranks)
+        self.pubs = [Publisher(port=port + k, replay_port=replay + k, rank=k) for k in range(ranks)]
+        self.spec = f"kv_events=tcp://127.0.0.1:{port}&kv_replay=tcp://127.0.0.1:{replay}&kv_topic=kv&kv_hash_seed={SEED}" \
+                    f"&dp_size={ranks}"
+
+    def close(self) -> None:
+        for p in self.pubs:
+            p.close()

@@ -28,7 +28,7 @@ from recipe.serve.kv_wire import block_key, decode_batch  # noqa: E402
 from recipe.serve.pool import ReplicaPool  # noqa: E402
 from serve_support import until  # noqa: E402
 
-from kv_publisher import CLEARED, SEED, Publisher, removed, stored, vllm_hashes  # noqa: E402
+from kv_publisher import CLEARED, SEED, DPPublishers, Publisher, removed, stored, vllm_hashes  # noqa: E402
 
 BS = 16  # (kv_publisher.stored's default block size)
 
@@ -505,3 +505,156 @@ def test_engine_specs_name_the_event_source():
         engine_from_spec("vllm+http://h:8000?kv_replay=tcp://h:5558")
     with pytest.raises(ValueError, match="want tcp://"):
         engine_from_spec("vllm+http://h:8000?kv_events=h:5557")
+
+
+# --------------------------------------------------------------------------- data-parallel ranks
+
+
+def test_each_rank_publishes_on_the_endpoints_offset_by_its_rank_as_vllm_offsets_them():
+    from recipe.serve.kv_events import offset_endpoint
+
+    # vLLM 0.32 ZmqEventPublisher.offset_endpoint_port: tcp port + rank (0 left to the OS), inproc _dp<rank>
+    assert offset_endpoint("tcp://10.0.0.1:5557", 3) == "tcp://10.0.0.1:5560"
+    assert offset_endpoint("tcp://10.0.0.1:5557", 0) == "tcp://10.0.0.1:5557"
+    assert offset_endpoint("tcp://10.0.0.1:0", 2) == "tcp://10.0.0.1:0"
+    assert offset_endpoint("inproc://cache", 1) == "inproc://cache_dp1"
+    src = engine_from_spec("vllm+http://h:8000?kv_events=tcp://h:5557&kv_replay=tcp://h:5600&dp_size=4").kv_events
+    assert src.ranks == 4
+    assert src.for_rank(2) == KVEventsSource("tcp://h:5559", "tcp://h:5602", "", src.hash_seed, 1)
+    for bad in ("0", "x", "1025"):
+        with pytest.raises(ValueError, match="dp_size"):
+            engine_from_spec(f"vllm+http://h:8000?kv_events=tcp://h:5557&dp_size={bad}")
+    with pytest.raises(ValueError, match="dp_size needs kv_events"):
+        engine_from_spec("vllm+http://h:8000?dp_size=2")
+    with pytest.raises(ValueError, match="ipc://"):
+        engine_from_spec("vllm+http://h:8000?kv_events=ipc:///tmp/kv&dp_size=2")
+
+
+async def caught_up(pub: Publisher, sub: KVEventSubscriber) -> None:
+    """Until ``sub`` has applied everything ``pub`` published (a probe batch each try: a PUB drops what
+    it sends before the subscription reaches it, and the gap is replayed)."""
+    await until(lambda: sub.connected)
+    for _ in range(200):
+        pub.publish()
+        await asyncio.sleep(0.02)
+        if sub.next_seq is not None and sub.next_seq >= pub.seq:
+            return
+    raise AssertionError("the subscriber did not catch up")
+
+
+def test_a_replica_with_data_parallel_ranks_is_routed_to_the_rank_holding_the_prefix():
+    dp = DPPublishers(2)
+    try:
+        async def main():
+            a, b = _Engine("a"), _Engine("b")
+            b.kv_events = engine_from_spec(f"vllm+http://127.0.0.1:1?{dp.spec}").kv_events
+            pool = ReplicaPool([a, b])
+            subs = pool.follow_events()
+            rb = pool.replicas[1]
+            assert [s.replica for s in subs] == ["b@dp0", "b@dp1"] and rb.ranks == tuple(subs) and rb.events is None
+            for pub, sub in zip(dp.pubs, subs):
+                await caught_up(pub, sub)
+            assert rb.exact
+            cold = await pool.route(OTHER, None)
+            assert cold.dp_rank is None  # no rank holds it: the engine picks
+            dp.pubs[1].publish(stored(LONG[:6 * BS], LONG_HASHES))
+            await until(lambda: held_blocks(pool.index, "b@dp1", LONG_HASHES) == 6)
+            route = await pool.route(LONG, None)
+            assert (route.replica.name, route.cached_tokens, route.dp_rank) == ("b", 6 * BS, 1)
+            # rank 1 evicts it, rank 0 holds its first 4 blocks: rank 0
+            dp.pubs[1].publish(removed(LONG_HASHES))
+            dp.pubs[0].publish(stored(PROMPT[:4 * BS], HASHES))
+            await until(lambda: held_blocks(pool.index, "b@dp0", HASHES) == 4
+                        and held_blocks(pool.index, "b@dp1", LONG_HASHES) == 0)
+            route = await pool.route(LONG, None)
+            assert (route.replica.name, route.cached_tokens, route.dp_rank) == ("b", 4 * BS, 0)
+            # a rank whose socket is lost leaves the others exact
+            subs[1].connected = False
+            assert rb.exact and (await pool.route(LONG, None)).dp_rank == 0
+            await pool.aclose()
+
+        asyncio.run(main())
+    finally:
+        dp.close()
+
+
+def test_batches_of_another_rank_or_more_ranks_than_named_leave_the_replica_on_the_estimate(caplog):
+    async def main():
+        pub = Publisher(rank=1)  # rank 1's publisher named as a replica's only one
+        try:
+            pool = ReplicaPool([_Engine("a"), _Engine("b")])
+            sub = KVEventSubscriber("b", pub.source, MemorySink(pool.index), replay_timeout=1.0)
+            pool.replicas[1].events = sub
+            sub.start()
+            await caught_up(pub, sub)
+            assert sub.wrong_rank and not sub.exact and not pool.replicas[1].exact
+            await sub.aclose()
+        finally:
+            pub.close()
+        # an engine whose /metrics name two data-parallel engines, its spec one publisher
+        from recipe.serve.routing import parse_engine_metrics
+
+        load = parse_engine_metrics('vllm:num_requests_running{engine="0"} 1\nvllm:num_requests_running{engine="1"} 2\n', 0.0)
+        assert (load.running, load.engines) == (3.0, 2)
+        other = KVEventSubscriber("c", KVEventsSource("tcp://127.0.0.1:1"), MemorySink(MemoryPrefixIndex()))
+        other.connected = True
+        assert other.exact
+        other.engine_ranks(load.engines, 1)
+        other.engine_ranks(load.engines, 1)
+        assert other.wrong_rank and not other.exact
+
+    with caplog.at_level(logging.WARNING, "recipe.serve.kv_events"):
+        asyncio.run(main())
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "publishes data-parallel rank 1's cache, not rank 0's" in m]) == 1
+    assert len([m for m in messages if "runs 2 data-parallel ranks, its spec names 1: add dp_size=2" in m]) == 1
+
+
+def test_recipe_serve_sends_a_request_to_the_rank_holding_its_prefix():
+    import httpx
+    from fake_engines import Script, Seen, vllm_app
+    from serve_support import running
+
+    import recipe
+    import recipe.serve
+    from recipe.serve.config import ServeConfig
+
+    body = {"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "A shared prompt. " * 30}],
+            "max_tokens": 5, "thinking": {"type": "disabled"}}
+    ids = list(recipe.prepare(body).token_ids)
+    n = len(ids) // BS
+    dp = DPPublishers(2)
+    seen = {"A": Seen(), "B": Seen()}
+    try:
+        with running(vllm_app(Script([5, 1]), seen["A"])) as fa, running(vllm_app(Script([5, 1]), seen["B"])) as fb:
+            specs = [f"vllm+{fb.url}?name=B", f"vllm+{fa.url}?name=A&{dp.spec}"]
+            app = recipe.serve.app(engines=specs, config=ServeConfig(warm=False, gc_freeze=False, probe_seconds=None,
+                                                                     metrics_interval=0))
+            with running(app) as srv:
+                subs = srv.state.pool.get("A").ranks
+
+                def caught_up() -> bool:
+                    for pub, sub in zip(dp.pubs, subs):
+                        pub.publish()
+                    return all(s.exact and s.next_seq == p.seq for p, s in zip(dp.pubs, subs))
+
+                deadline = time.monotonic() + 10
+                while not caught_up():
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+                dp.pubs[1].publish(stored(ids[:n * BS], vllm_hashes(ids)))
+                while len(subs[1].blocks.held) != n:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+                with httpx.Client(base_url=srv.url, timeout=30) as c:
+                    r = c.post("/v1/chat/completions", json=body)
+                    assert r.status_code == 200 and r.headers["x-recipe-replica"] == "A"
+                    assert r.json()["usage"]["prompt_tokens"] == len(ids)
+                    cold = c.post("/v1/chat/completions", json={**body, "messages": [{"role": "user", "content": "Hi"}]})
+                    assert cold.status_code == 200
+                    cold_on = cold.headers["x-recipe-replica"]
+        assert seen["A"].ranks[0] == "1"  # vLLM's header: the rank whose cache holds the prompt
+        assert seen[cold_on].ranks[-1] is None  # a prompt no rank holds: the engine picks
+        assert len(seen["A"].ranks) + len(seen["B"].ranks) == 2
+    finally:
+        dp.close()

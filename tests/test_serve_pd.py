@@ -248,10 +248,10 @@ def _metric(url: str, line_start: str) -> float | None:
     return None
 
 
-def _wait(cond: Any, within: float = 10.0, every: float = 0.05) -> None:
+def _wait(cond: Any, within: float = 30.0, every: float = 0.05, state: Any = None) -> None:
     deadline = time.monotonic() + within
     while not cond():
-        assert time.monotonic() < deadline, "condition not reached in time"
+        assert time.monotonic() < deadline, f"condition not reached in time: {state() if state else ''}"
         time.sleep(every)
 
 
@@ -295,6 +295,31 @@ def test_prefill_replicas_are_routed_by_their_kv_events():
             p.close()
 
 
+def test_a_prefill_replica_with_data_parallel_ranks_prefills_on_the_rank_holding_the_prompt():
+    pytest.importorskip("zmq")
+    pytest.importorskip("cbor2")
+    from kv_publisher import DPPublishers, stored, vllm_hashes
+
+    dp = DPPublishers(2)
+    try:
+        with fleet("vllm", [Fake("P1"), Fake("P2")], [Fake("D1")], metrics_interval=0,
+                   params={"P2": dp.spec}) as (url, ledger, _):
+            gauge = 'recipe_kv_event_blocks{replica="P2@dp1"}'
+            _wait(lambda: _metric(url, gauge) == 0.0
+                  and _metric(url, 'recipe_replica_cache_view{replica="P2",view="events"}') == 1.0)
+            text = "A long shared prompt for a data-parallel prefill replica. " * 20
+            ids = list(recipe.prepare({"model": MODEL, "messages": [{"role": "user", "content": text}], **OFF}).token_ids)
+            n = len(ids) // 16
+            dp.pubs[1].publish(stored(ids[:n * 16], vllm_hashes(ids, 16)))
+            _wait(lambda: (dp.pubs[1].publish(), _metric(url, gauge))[1] == n)
+            assert ask(url, text)[0] == "Hello from decode."
+            assert ledger.ranks[:2] == [("P2", "1"), ("D1", None)]  # the prefill on rank 1; the decode anywhere
+            assert ask(url, "Something else")[0] == "Hello from decode."
+            assert ledger.ranks[2][1] is None  # a prompt no rank holds: the engine picks
+    finally:
+        dp.close()
+
+
 def test_two_frontends_share_a_pd_pools_requests_in_flight_through_redis():
     import threading
 
@@ -308,7 +333,7 @@ def test_two_frontends_share_a_pd_pools_requests_in_flight_through_redis():
     with redis_server() as redis_url, pd_engines("vllm", prefill, decode) as (specs, ledger, _), ExitStack() as stack:
         urls = []
         for _ in range(2):
-            shared = SharedLoad.from_url(redis_url, interval=0.05, ttl=1.0)
+            shared = SharedLoad.from_url(redis_url, interval=0.05)
             app = recipe.serve.app(engines=specs, shared_load=shared, config=ServeConfig(**CONFIG, metrics_interval=0.1))
             urls.append(stack.enter_context(running(app)).url)
         a, b = urls
@@ -329,7 +354,8 @@ def test_two_frontends_share_a_pd_pools_requests_in_flight_through_redis():
             # A's request is held decoding on D1: B decodes on D2, whose half a request costs less than A's one
             decode[0].hold = decoded
             prefilled.set()
-            _wait(lambda: pd_health(b)["D1"]["in_flight_others"] == 1)
+            _wait(lambda: pd_health(b)["D1"]["in_flight_others"] == 1,
+                  state=lambda: (pd_health(a), pd_health(b), ledger.seen))
             assert pd_health(a)["D1"]["in_flight"] == 1 and pd_health(b)["D1"]["in_flight"] == 0
             ask(b, "B's second request")
             assert len(ledger.by("D2")) == 1 and len(ledger.by("D1")) == 2  # B's first and A's

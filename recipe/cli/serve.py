@@ -121,7 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "decode replica, through vLLM's kv_transfer_params or SGLang's bootstrap fields "
                         "(docs/fleet.md). A vLLM spec (not a decode= one) may name its KV-event "
                         "publisher, ?kv_events=tcp://HOST:PORT[&kv_replay=tcp://HOST:PORT][&kv_topic=T]"
-                        "[&kv_hash_seed=S], so routing reads its cache exactly (vLLM's --kv-events-config with "
+                        "[&kv_hash_seed=S][&dp_size=N], so routing reads its cache exactly (vLLM's --kv-events-config with "
                         "--prefix-caching-hash-algo sha256_cbor; needs dsrecipe[fleet]); other replicas are routed on "
                         "an estimate: the requests sent to them")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0: every interface)")

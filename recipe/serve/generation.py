@@ -77,6 +77,8 @@ class Job:
         pool: the replica pool ``replica`` belongs to, told of the engine's failures and successes
             (a refused connection is resent to another replica: ``engine`` and ``replica`` change),
             or None.
+        dp_rank: the replica's data-parallel rank to run it on (:attr:`recipe.serve.pool.Route.dp_rank`;
+            dropped when the request is resent to another replica), or None.
     """
 
     api: str
@@ -97,6 +99,7 @@ class Job:
     constrain: str = "full"
     drain: Drain | None = None
     pool: ReplicaPool | None = None
+    dp_rank: int | None = None
 
 
 def _id_headers(job: Job) -> list[tuple[bytes, bytes]]:
@@ -317,7 +320,8 @@ async def _open(job: Job) -> tuple[AsyncIterator[EngineDelta], EngineDelta, floa
     """
     tried: set[str] = set()
     while True:
-        it = job.engine.generate(EngineRequest.from_prepared(job.prep, job.response_id, job.cache_salt, job.constrain))
+        it = job.engine.generate(EngineRequest.from_prepared(job.prep, job.response_id, job.cache_salt, job.constrain,
+                                                             job.dp_rank))
         try:
             d, seconds = await _first(it)
         except BaseException as exc:
@@ -332,7 +336,7 @@ async def _open(job: Job) -> tuple[AsyncIterator[EngineDelta], EngineDelta, floa
             _log.warning("request %s: replica %s refused the connection; resent to %s (%s)", job.response_id,
                          job.replica, nxt.name, exc.message)
             tried.add(job.replica)
-            job.engine, job.replica = nxt.engine, nxt.name
+            job.engine, job.replica, job.dp_rank = nxt.engine, nxt.name, None
             continue
         if job.pool is not None:
             replica = job.pool.get(job.replica)

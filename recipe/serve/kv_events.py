@@ -26,6 +26,15 @@ engine holds them:
   replica's block set in a worker thread, and any batch's index writes go in slices of 2,048 keys
   (the drops first), so no batch holds the event loop for long.
 
+A replica running vLLM's data parallelism (``--data-parallel-size N``) has one cache per rank, and
+each rank publishes its own on the configured ports plus its rank, its batches naming the rank
+(``data_parallel_rank``). Its spec says so (``dp_size=N``, :attr:`KVEventsSource.ranks`): the pool
+follows each rank with a subscriber of its own (index field ``<replica>@dp<rank>``) and sends a
+request to the rank that holds its longest prefix (vLLM's ``X-data-parallel-rank`` header). A batch
+naming another rank than its socket's, or an engine whose ``/metrics`` show more ranks than its spec
+names, leaves the replica on the estimate (logged once): the events followed would be only some of
+the caches the engine might run a request on.
+
 The root blocks an engine reports are checked against recipe's vLLM-identical keys
 (:mod:`recipe.cache.keys`, scheme ``vllm`` with the source's hash seed and vLLM 0.32's tagged extra
 keys: ``("cache_salt", salt)``): a replica whose hashes do not match (another
@@ -40,7 +49,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from recipe.cache.keys import KeySpec, block_keys
@@ -60,6 +69,7 @@ __all__ = [
     "EVENTS_NAMESPACE",
     "DEFAULT_HASH_SEED",
     "KVEventsSource",
+    "offset_endpoint",
     "BlockSink",
     "MemorySink",
     "RedisSink",
@@ -95,21 +105,50 @@ class KVEventsSource:
         topic: the topic the engine publishes under (vLLM's ``topic``; default ``""``).
         hash_seed: the engine's ``PYTHONHASHSEED`` (vLLM 0.32 without it: ``vllm-none-hash``),
             for recipe's vLLM keys of a prompt.
+        ranks: the replica's data-parallel ranks (vLLM's ``--data-parallel-size``): rank r publishes
+            its own cache on the endpoints offset by r (:meth:`for_rank`).
 
     Raises:
-        ValueError: an endpoint that is not ``tcp://``, ``ipc://`` or ``inproc://``.
+        ValueError: an endpoint that is not ``tcp://``, ``ipc://`` or ``inproc://``; ``ranks`` below 1,
+            or above 1 with an ``ipc://`` endpoint (vLLM cannot offset one per rank).
     """
 
     endpoint: str
     replay: str | None = None
     topic: str = ""
     hash_seed: str = DEFAULT_HASH_SEED
+    ranks: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.ranks, bool) or not isinstance(self.ranks, int) or self.ranks < 1:
+            raise ValueError(f"data-parallel ranks must be an int >= 1, got {self.ranks!r}")
         for name in ("endpoint", "replay"):
             value = getattr(self, name)
             if value is not None and not value.startswith(("tcp://", "ipc://", "inproc://")):
                 raise ValueError(f"kv events {name} {value!r}: want tcp://HOST:PORT (or ipc:// / inproc://)")
+            if value is not None and self.ranks > 1 and value.startswith("ipc://"):
+                raise ValueError(f"kv events {name} {value!r}: a replica of {self.ranks} data-parallel ranks publishes "
+                                 "on one tcp:// port per rank (vLLM offsets the port by the rank), not on ipc://")
+
+    def for_rank(self, rank: int) -> KVEventsSource:
+        """The source of data-parallel rank ``rank`` alone: both endpoints offset as vLLM 0.32's
+        ``ZmqEventPublisher.offset_endpoint_port`` offsets the ones it binds — a ``tcp://`` port plus
+        ``rank`` (a port of 0 unchanged), an ``inproc://`` name with ``_dp<rank>`` appended; rank 0
+        the endpoints themselves."""
+        return replace(self, endpoint=offset_endpoint(self.endpoint, rank),
+                       replay=None if self.replay is None else offset_endpoint(self.replay, rank), ranks=1)
+
+
+def offset_endpoint(endpoint: str, rank: int) -> str:
+    """``endpoint`` of data-parallel rank ``rank`` (see :meth:`KVEventsSource.for_rank`)."""
+    if rank == 0:
+        return endpoint
+    if endpoint.startswith("inproc://"):
+        return f"{endpoint}_dp{rank}"
+    head, _, port = endpoint.rpartition(":")
+    if endpoint.startswith("tcp://") and port.isdigit() and int(port) != 0:
+        return f"{head}:{int(port) + rank}"
+    return endpoint
 
 
 def require_fleet() -> None:
@@ -250,19 +289,25 @@ class KVEventSubscriber:
         hwm: the SUB socket's receive high-water mark (messages queued; past it ZeroMQ drops, and
             the sequence gap is filled from the replay socket).
         on_state: called with the subscriber after its :attr:`exact` may have changed (metrics).
+        rank: the data-parallel rank it follows (its batches must say so), or None: a replica
+            without data-parallel ranks (rank 0's batches).
 
     Attributes:
         batches, resyncs: batches applied; resyncs by reason (``connect``, ``gap``, ``malformed``,
             ``cleared``, ``index``).
         mismatch: the engine's root-block hashes differ from recipe's vLLM keys (logged once).
+        wrong_rank: a batch named another data-parallel rank than the one followed, or the engine
+            runs more data-parallel ranks than its spec names (:meth:`engine_ranks`); logged once,
+            and the replica's cache is then read from the estimate.
         index_stale: a write to the index failed; cleared by the next successful clear of the replica.
         retry_seconds: after a socket error, seconds before following the replica again.
     """
 
     def __init__(self, replica: str, source: KVEventsSource, sink: BlockSink, *, max_blocks: int = 1 << 21,
                  replay_timeout: float = 2.0, hwm: int = 10_000,
-                 on_state: Callable[[KVEventSubscriber], None] | None = None) -> None:
-        self.replica, self.source, self.sink = replica, source, sink
+                 on_state: Callable[[KVEventSubscriber], None] | None = None, rank: int | None = None) -> None:
+        self.replica, self.source, self.sink, self.rank = replica, source, sink, rank
+        self.wrong_rank = False
         self.blocks = ReplicaBlocks(max_blocks)
         self.replay_timeout, self.hwm, self.on_state = replay_timeout, hwm, on_state
         self.next_seq: int | None = None
@@ -284,7 +329,20 @@ class KVEventSubscriber:
     def exact(self) -> bool:
         """Whether routing may read this replica's cache from the events: connected, its hashes not
         found to differ from recipe's keys, and the index not left unknown by a failed write."""
-        return self.connected and not self.mismatch and not self.index_stale
+        return self.connected and not self.mismatch and not self.index_stale and not self.wrong_rank
+
+    def engine_ranks(self, ranks: int, declared: int) -> None:
+        """The engine reports ``ranks`` data-parallel engines (its ``/metrics``' ``engine`` labels) and
+        its spec names ``declared``: more than declared means the events followed are only some
+        ranks' caches while the engine may run a request on any rank, so the replica is read from the
+        estimate (logged once: name them with ``dp_size=``)."""
+        if ranks > declared and not self.wrong_rank:
+            self.wrong_rank = True
+            self._once("ranks", "kv events of %s: the engine runs %d data-parallel ranks, its spec names %d: add "
+                       "dp_size=%d to it (recipe then follows every rank's events and sends each request to a "
+                       "rank by X-data-parallel-rank); routing uses the estimate for it", self.replica, ranks,
+                       declared, ranks)
+            self._changed()
 
     @property
     def block_size(self) -> int | None:
@@ -419,6 +477,12 @@ class KVEventSubscriber:
             await self._resync("malformed")
             return
         self._verify(batch)
+        if batch.dp_rank is not None and batch.dp_rank != (self.rank or 0) and not self.wrong_rank:
+            self.wrong_rank = True
+            self._once("rank", "kv events of %s: %s publishes data-parallel rank %d's cache, not rank %d's: name the "
+                       "replica's first endpoint (its rank 0) and its ranks (dp_size=N); routing uses the estimate "
+                       "for it", self.replica, self.source.endpoint, batch.dp_rank, self.rank or 0)
+            self._changed()
         if self.index_stale and not await self._write(self.sink.clear, self.replica, ()):
             return  # the index still cannot be cleared: nothing is applied (the state stays empty)
         self.index_stale = False

@@ -42,7 +42,8 @@ class Metrics:
     other; and for each replica that publishes KV events ``recipe_kv_event_batches_total{replica}``,
     ``recipe_kv_event_resyncs_total{replica, reason}`` (``connect``, ``gap``, ``malformed``,
     ``cleared``, ``index``), ``recipe_kv_event_blocks{replica}`` (blocks indexed) and
-    ``recipe_kv_event_hash_mismatch{replica}`` (1: its block hashes are not recipe's vLLM keys).
+    ``recipe_kv_event_hash_mismatch{replica}`` (1: its block hashes are not recipe's vLLM keys);
+    a replica with data-parallel ranks has these per rank, labelled ``<replica>@dp<rank>``.
     """
 
     def __init__(self) -> None:
@@ -107,12 +108,11 @@ class _PoolCollector:
             exact = r.exact
             view.add_metric([r.name, "events"], 1.0 if exact else 0.0)
             view.add_metric([r.name, "estimate"], 0.0 if exact else 1.0)
-            sub = r.events
-            if sub is None:
-                continue
-            batches.add_metric([r.name], float(sub.batches))
-            for reason, n in sorted(sub.resyncs.items()):
-                resyncs.add_metric([r.name, reason], float(n))
-            blocks.add_metric([r.name], float(len(sub.blocks.held)))
-            mismatch.add_metric([r.name], 1.0 if sub.mismatch else 0.0)
+            for sub in r.subscribers:  # (a data-parallel rank's: labelled <replica>@dp<rank>)
+                label = sub.replica if r.ranks else r.name
+                batches.add_metric([label], float(sub.batches))
+                for reason, n in sorted(sub.resyncs.items()):
+                    resyncs.add_metric([label, reason], float(n))
+                blocks.add_metric([label], float(len(sub.blocks.held)))
+                mismatch.add_metric([label], 1.0 if sub.mismatch else 0.0)
         return [view, batches, resyncs, blocks, mismatch]

@@ -65,7 +65,9 @@ class Replica:
         ejected_until: ``time.monotonic()`` until which the replica is routed around (0: in).
         reachable: the last probe's answer (None: not probed yet; an engine without a probe is
             always reachable).
-        events: the subscriber to its KV events (None: the estimate alone).
+        events: the subscriber to its KV events (None: the estimate alone, or data-parallel ranks).
+        ranks: with data-parallel ranks (a spec's ``dp_size=N``), each rank's subscriber, in rank
+            order (empty otherwise).
     """
 
     engine: Engine
@@ -78,11 +80,19 @@ class Replica:
     ejected_until: float = 0.0
     reachable: bool | None = None
     events: KVEventSubscriber | None = None
+    ranks: tuple[KVEventSubscriber, ...] = ()
+
+    @property
+    def subscribers(self) -> tuple[KVEventSubscriber, ...]:
+        """Its KV-event subscribers: each rank's, or the one, or none."""
+        return self.ranks or ((self.events,) if self.events is not None else ())
 
     @property
     def exact(self) -> bool:
-        """Whether routing reads this replica's cache from its KV events (else the estimate)."""
-        return self.events is not None and self.events.exact
+        """Whether routing reads this replica's cache from its KV events (else the estimate): some
+        subscriber is exact and none found a rank the spec does not name."""
+        subs = self.subscribers
+        return any(s.exact for s in subs) and not any(s.wrong_rank for s in subs)
 
     @property
     def requests(self) -> int:
@@ -103,6 +113,8 @@ class Route:
             when it publishes them, else the index's estimate; the engine's own count, when it
             reports one, wins in the usage).
         index_failed: the index could not be read (routed by load).
+        dp_rank: the data-parallel rank of the replica to run it on (the one whose KV events hold the
+            longest prefix of it), or None: the engine picks.
     """
 
     replica: Replica
@@ -110,6 +122,7 @@ class Route:
     keys: Sequence[bytes] = field(default=())
     cached_tokens: int = 0
     index_failed: bool = False
+    dp_rank: int | None = None
 
 
 class ReplicaPool:
@@ -250,7 +263,8 @@ class ReplicaPool:
             return Route(self._by_load(candidates), ns, keys, 0, True)
         n = len(token_ids)
         cached = {r.name: cached_prompt_tokens(n, scores.get(r.name, 0), self.block_size) for r in candidates}
-        cached.update(await self._exact(token_ids, salt, candidates))
+        exact = await self._exact(token_ids, salt, candidates)
+        cached.update((name, held) for name, (held, _) in exact.items())
         if self.routing == "cost":
             chosen = self._by_cost(candidates, cached, n)
         else:
@@ -269,7 +283,7 @@ class ReplicaPool:
             if self._index_down:
                 self._index_down = False
                 _log.warning("the prefix index answers again: routing by cached prefix")
-        return Route(chosen, ns, keys, cached[chosen.name], failed)
+        return Route(chosen, ns, keys, cached[chosen.name], failed, exact.get(chosen.name, (0, None))[1])
 
     def _index_failed(self, exc: Exception) -> None:
         """Log the first failure of an index outage (each failure is counted in
@@ -278,30 +292,41 @@ class ReplicaPool:
             self._index_down = True
             _log.warning("prefix index unavailable (%s): routing by load until it answers", exc)
 
-    async def _exact(self, token_ids: Sequence[int], salt: str | None, candidates: Sequence[Replica]) -> dict[str, int]:
-        """Prompt tokens each replica read from its KV events holds (:attr:`Replica.exact`), by name;
-        one index lookup per engine key space (block size, hash seed). A failing lookup leaves those
-        replicas to the estimate."""
-        out: dict[str, int] = {}
+    async def _exact(self, token_ids: Sequence[int], salt: str | None,
+                     candidates: Sequence[Replica]) -> dict[str, tuple[int, int | None]]:
+        """For each replica read from its KV events (:attr:`Replica.exact`), by name: the prompt
+        tokens it holds and, with data-parallel ranks, the rank holding them (the first of the
+        longest; None when no rank holds any: the engine picks); one index lookup per engine key
+        space (block size, hash seed). A failing lookup leaves those replicas to the estimate."""
+        out: dict[str, tuple[int, int | None]] = {}
         looked: dict[tuple[int | None, str], dict[str, int] | None] = {}
         n = len(token_ids)
         for r in candidates:
-            sub = r.events
-            if sub is None or not sub.exact:
+            if not r.exact:
                 continue
-            size = sub.block_size
-            if size is None or not sub.blocks.held:
-                out[r.name] = 0  # it holds nothing
-                continue
-            space = (size, sub.source.hash_seed)
-            if space not in looked:
-                try:
-                    looked[space] = await self._call(self.index.scores, EVENTS_NAMESPACE, sub.lookup_keys(token_ids, salt))
-                except PrefixIndexUnavailable:
-                    looked[space] = None
-            scores = looked[space]
-            if scores is not None:
-                out[r.name] = cached_prompt_tokens(n, scores.get(r.name, 0), size)
+            best: tuple[int, int | None] | None = None
+            for sub in r.subscribers:
+                if not sub.exact:
+                    continue
+                size = sub.block_size
+                if size is None or not sub.blocks.held:
+                    held = 0  # it holds nothing
+                else:
+                    space = (size, sub.source.hash_seed)
+                    if space not in looked:
+                        try:
+                            keys = sub.lookup_keys(token_ids, salt)
+                            looked[space] = await self._call(self.index.scores, EVENTS_NAMESPACE, keys)
+                        except PrefixIndexUnavailable:
+                            looked[space] = None
+                    scores = looked[space]
+                    if scores is None:
+                        continue
+                    held = cached_prompt_tokens(n, scores.get(sub.replica, 0), size)
+                if best is None or held > best[0]:
+                    best = (held, sub.rank if held else None)
+            if best is not None:
+                out[r.name] = best
         return out
 
     def _by_cost(self, candidates: Sequence[Replica], cached: dict[str, int], prompt_tokens: int) -> Replica:
@@ -333,6 +358,9 @@ class ReplicaPool:
             except httpx.HTTPError:
                 text = ""
             r.load = parse_engine_metrics(text, time.monotonic()) if text else None
+            if r.load is not None and r.load.engines > 1:  # data-parallel ranks its KV events must name
+                for sub in r.subscribers:
+                    sub.engine_ranks(r.load.engines, len(r.ranks) or 1)
 
         await asyncio.gather(*(one(r) for r in self.replicas))
 
@@ -351,8 +379,9 @@ class ReplicaPool:
 
     def follow_events(self, on_state: Any = None) -> list[KVEventSubscriber]:
         """Start a :class:`~recipe.serve.kv_events.KVEventSubscriber` for every replica whose engine
-        names a KV-events source (its ``kv_events`` attribute), writing into this pool's index; returns
-        them (stopped by :meth:`aclose`). Needs pyzmq and msgpack (``dsrecipe[fleet]``).
+        names a KV-events source (its ``kv_events`` attribute), writing into this pool's index — one
+        per data-parallel rank when the source names several (:attr:`Replica.ranks`); returns them
+        (stopped by :meth:`aclose`). Needs pyzmq and msgpack (``dsrecipe[fleet]``).
 
         Raises:
             ImportError: a replica names a source and pyzmq or msgpack is missing (the message names
@@ -360,21 +389,27 @@ class ReplicaPool:
         """
         from recipe.serve.kv_events import require_fleet, sink_for
 
-        started = []
+        started: list[KVEventSubscriber] = []
         for r in self.replicas:
             source = getattr(r.engine, "kv_events", None)
-            if source is None or r.events is not None:
+            if source is None or r.subscribers:
                 continue
             require_fleet()
-            r.events = KVEventSubscriber(r.name, source, sink_for(self.index), on_state=on_state)
-            r.events.start()
-            started.append(r.events)
+            sink = sink_for(self.index)
+            if source.ranks > 1:  # one subscriber per data-parallel rank, each its own index field
+                r.ranks = tuple(KVEventSubscriber(f"{r.name}@dp{k}", source.for_rank(k), sink, on_state=on_state, rank=k)
+                                for k in range(source.ranks))
+            else:
+                r.events = KVEventSubscriber(r.name, source, sink, on_state=on_state)
+            for sub in r.subscribers:
+                sub.start()
+                started.append(sub)
         return started
 
     async def aclose(self) -> None:
         """Stop the KV-event subscribers and close every engine."""
         for r in self.replicas:
-            if r.events is not None:
-                await r.events.aclose()
+            for sub in r.subscribers:
+                await sub.aclose()
         for r in self.replicas:
             await r.engine.aclose()

@@ -86,12 +86,14 @@ class EngineLoad:
         running, waiting: requests it is running / has queued (all frontends').
         kv_usage: its KV cache fill, 0 … 1, or None when it does not report one.
         at: ``time.monotonic()`` of the scrape.
+        engines: the engines its gauges name (vLLM's ``engine`` label: one per data-parallel rank).
     """
 
     running: float
     waiting: float
     kv_usage: float | None
     at: float
+    engines: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +176,9 @@ def parse_engine_metrics(text: str, at: float) -> EngineLoad | None:
     """An engine's load from its Prometheus ``/metrics`` text (vLLM's ``vllm:num_requests_running``,
     ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``; SGLang's ``sglang:num_running_reqs``,
     ``sglang:num_queue_reqs``, ``sglang:token_usage``), summed over label sets (data-parallel ranks;
-    KV usage averaged); None when the text has no request gauge or its lines cannot be parsed. Only
-    the lines of those gauges are parsed (their samples, without ``# TYPE`` lines, read as untyped)."""
+    KV usage averaged), with the number of ``engine`` labels (vLLM's data-parallel ranks); None when
+    the text has no request gauge or its lines cannot be parsed. Only the lines of those gauges are
+    parsed (their samples, without ``# TYPE`` lines, read as untyped)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     sums: dict[str, float] = {}
@@ -183,6 +186,7 @@ def parse_engine_metrics(text: str, at: float) -> EngineLoad | None:
     # only the gauges' sample lines are parsed: an engine's page holds hundreds of histogram lines
     # (and a hostile one any number), which Prometheus's pure-Python parser reads at ~1 s a megabyte
     wanted = "\n".join(line for line in text.splitlines() if line.startswith(_NAMES)) + "\n"
+    engines: set[str] = set()
     try:
         for family in text_string_to_metric_families(wanted):
             for s in family.samples:
@@ -191,9 +195,12 @@ def parse_engine_metrics(text: str, at: float) -> EngineLoad | None:
                     continue
                 sums[field] = sums.get(field, 0.0) + s.value
                 counts[field] = counts.get(field, 0) + 1
+                if "engine" in s.labels:
+                    engines.add(s.labels["engine"])
     except (ValueError, TypeError, IndexError):  # not Prometheus text
         return None
     if "running" not in sums and "waiting" not in sums:
         return None
     kv = sums["kv_usage"] / counts["kv_usage"] if counts.get("kv_usage") else None
-    return EngineLoad(max(sums.get("running", 0.0), 0.0), max(sums.get("waiting", 0.0), 0.0), kv, at)
+    return EngineLoad(max(sums.get("running", 0.0), 0.0), max(sums.get("waiting", 0.0), 0.0), kv, at,
+                      max(len(engines), 1))

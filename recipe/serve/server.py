@@ -272,7 +272,7 @@ class GenerationRoute:
             job = Job(api, prep, (body if isinstance(body, dict) else _body(raw)) if api == "responses" else {}, replica.engine,
                       replica.name, response_id, tenant.salt, route.cached_tokens, store if api == "responses" else None,
                       m, st.config.timeouts, started, [], st.config.coalesce_ms / 1000, st.tokenizer,
-                      st.config.constrain, st.drain, st.pool)
+                      st.config.constrain, st.drain, st.pool, route.dp_rank)
             replica.in_flight += 1
             replica.served += 1
             generating = True

@@ -17,7 +17,9 @@ An HTTP spec may end in ``?model=NAME`` (the served model name to send), ``&name
 (``--kv-events-config``) so routing reads its cache exactly (:mod:`recipe.serve.kv_events`):
 ``kv_events=tcp://HOST:PORT`` (its ``endpoint``), ``kv_replay=tcp://HOST:PORT`` (its
 ``replay_endpoint``), ``kv_topic=`` (its ``topic``) and ``kv_hash_seed=`` (the engine's
-``PYTHONHASHSEED``; default vLLM's own ``vllm-none-hash``); the engine must hash with
+``PYTHONHASHSEED``; default vLLM's own ``vllm-none-hash``) and, for an engine running data-parallel
+ranks, ``dp_size=N`` (its ``--data-parallel-size``: rank r publishes on the ports plus r, and each
+request is sent to the rank holding its prefix); the engine must hash with
 ``--prefix-caching-hash-algo sha256_cbor``. A Python callable is an engine too (:mod:`.inprocess`).
 
 P/D disaggregation (:mod:`.disagg`): specs tagged ``prefill=SPEC`` and ``decode=SPEC`` (all ``vllm+``,
@@ -97,14 +99,15 @@ def engine_from_spec(spec: str, timeouts: Timeouts = Timeouts()) -> Engine:
 
 
 #: The KV-event parameters of a ``vllm+`` / ``generate+`` spec.
-_KV_PARAMS = ("kv_events", "kv_replay", "kv_topic", "kv_hash_seed")
+_KV_PARAMS = ("kv_events", "kv_replay", "kv_topic", "kv_hash_seed", "dp_size")
 
 
 def _kv_source(spec: str, query: dict[str, str]) -> Any:
     """The :class:`~recipe.serve.kv_events.KVEventsSource` a spec's ``kv_*`` parameters name, or None.
 
     Raises:
-        ValueError: ``kv_replay`` / ``kv_topic`` / ``kv_hash_seed`` without ``kv_events``, or a bad endpoint.
+        ValueError: ``kv_replay`` / ``kv_topic`` / ``kv_hash_seed`` / ``dp_size`` without ``kv_events``, a
+            bad endpoint, or a ``dp_size`` that is not a number from 1 to 1024.
     """
     if "kv_events" not in query:
         extra = [k for k in _KV_PARAMS if k in query]
@@ -113,9 +116,12 @@ def _kv_source(spec: str, query: dict[str, str]) -> Any:
         return None
     from recipe.serve.kv_events import DEFAULT_HASH_SEED, KVEventsSource
 
+    ranks = query.get("dp_size", "1")
+    if not ranks.isdigit() or not 1 <= int(ranks) <= 1024:
+        raise ValueError(f"engine {spec!r}: dp_size={ranks!r}, want the engine's --data-parallel-size (1 to 1024)")
     try:
         return KVEventsSource(query["kv_events"], query.get("kv_replay"), query.get("kv_topic", ""),
-                              query.get("kv_hash_seed", DEFAULT_HASH_SEED))
+                              query.get("kv_hash_seed", DEFAULT_HASH_SEED), int(ranks))
     except ValueError as exc:
         raise ValueError(f"engine {spec!r}: {exc}") from None
 

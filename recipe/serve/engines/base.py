@@ -78,6 +78,8 @@ class EngineRequest:
         extra: the further sampling fields the request set (``top_k``, ``min_p``, penalties,
             ``logit_bias``, ``min_tokens``, ``n``: :class:`~recipe.conversation.ExtraSampling`), or
             None; the vLLM and SGLang connectors send each under the engine's name.
+        dp_rank: the engine's data-parallel rank to run it on (the vLLM and generate connectors send
+            vLLM's ``X-data-parallel-rank`` header), or None: the engine picks.
     """
 
     request_id: str
@@ -93,10 +95,11 @@ class EngineRequest:
     prepared: PreparedRequest | None = None
     constrain: str = "full"
     extra: ExtraSampling | None = None
+    dp_rank: int | None = None
 
     @classmethod
     def from_prepared(cls, prep: PreparedRequest, request_id: str, cache_salt: str | None = None,
-                      constrain: str = "full") -> EngineRequest:
+                      constrain: str = "full", dp_rank: int | None = None) -> EngineRequest:
         """The engine request for ``prep`` (its :class:`~recipe.api.prepared.EngineParams` bundle), its
         constraint kept per ``constrain`` (:func:`constraint_at`).
 
@@ -109,7 +112,7 @@ class EngineRequest:
         c = e.constraint if constrain == "full" else constraint_at(e.constraint, constrain)
         return cls(
             request_id, prep.token_ids, e.max_tokens, e.temperature, e.top_p, e.seed, e.stop_token_ids, e.logprobs, c,
-            cache_salt, prep, constrain, e.extra)
+            cache_salt, prep, constrain, e.extra, dp_rank)
 
     @property
     def grammar(self) -> OutputGrammar | None:

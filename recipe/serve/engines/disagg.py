@@ -69,7 +69,7 @@ import orjson
 from recipe.cache.index import PrefixIndex
 from recipe.cache.keys import DEFAULT_BLOCK_SIZE
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, turn_grammar
+from recipe.serve.engines.http import HTTPEngine, rank_headers, turn_grammar
 from recipe.serve.pool import Replica, ReplicaPool
 from recipe.serve.routing import Candidate, RoutingWeights, pick
 
@@ -240,7 +240,7 @@ class DisaggregatedEngine:
         if self.protocol == "sglang":  # both replicas at once
             it = self._sglang(req, grammar, route.replica, self.pick_decode(len(req.token_ids)))
         else:  # the decode replica once the prefill is done: its load then
-            it = self._vllm(req, grammar, route.replica)
+            it = self._vllm(req, grammar, route.replica, route.dp_rank)
         try:
             async for delta in it:
                 yield delta
@@ -287,7 +287,7 @@ class DisaggregatedEngine:
             for key in ("stream_options", "min_tokens", "n"):
                 body.pop(key, None)
             body.update(stream=False, max_tokens=1, kv_transfer_params=dict(PREFILL_TRANSFER))
-        async with e.stream(e.path, body) as response:
+        async with e.stream(e.path, body, rank_headers(req)) as response:
             try:
                 data = orjson.loads(await response.aread())
             except (orjson.JSONDecodeError, httpx.TransportError) as exc:
@@ -300,8 +300,11 @@ class DisaggregatedEngine:
             raise EngineError("failed", f"prefill replica {r.name}: {message}")
         return data
 
-    async def _vllm(self, req: EngineRequest, grammar: OutputGrammar | None, p: Replica) -> AsyncIterator[EngineDelta]:
-        p, data = await self._claim(self.prefill, p, lambda r: self._prefill_vllm(r, req, grammar))
+    async def _vllm(self, req: EngineRequest, grammar: OutputGrammar | None, p: Replica,
+                    rank: int | None = None) -> AsyncIterator[EngineDelta]:
+        routed = p  # (the rank holding the prompt's prefix is that replica's; another one picks its own)
+        p, data = await self._claim(self.prefill, p, lambda r: self._prefill_vllm(
+            r, replace(req, dp_rank=rank if r is routed else None), grammar))
         p.in_flight -= 1  # the prefill is done; the KV cache waits on it for the decode replica to read
         params = data.get("kv_transfer_params")
         if not isinstance(params, dict) or not params:

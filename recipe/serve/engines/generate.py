@@ -25,7 +25,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from recipe.serve.engines.base import EngineDelta, EngineError, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, choice_list, count, error_frame, sse_objects, structured_output, token_ids
+from recipe.serve.engines.http import (HTTPEngine, choice_list, count, error_frame, rank_headers, sse_objects,
+                                        structured_output, token_ids)
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -194,7 +195,7 @@ class GenerateEngine(HTTPEngine):
         body.update(fields or {})
         finished = False
         try:
-            async with self.stream(self.path, body) as response:
+            async with self.stream(self.path, body, rank_headers(req)) as response:
                 held: EngineDelta | None = None
                 objects = sse_objects(response)
                 async for obj in objects:

@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
 
 __all__ = ["HTTPEngine", "SSEObjects", "sse_objects", "map_status", "refusal", "error_frame", "parse_models", "structured_output",
-           "token_ids", "turn_grammar", "GrammarForm", "GRAMMAR_FORMS"]
+           "token_ids", "turn_grammar", "GrammarForm", "GRAMMAR_FORMS", "DP_RANK_HEADER", "rank_headers"]
 
 _log = logging.getLogger(__name__)
 
@@ -82,6 +82,16 @@ def error_frame(err: Any) -> EngineError:
     else:
         message = str(err)
     return EngineError("failed", f"engine error: {message}")
+
+
+#: vLLM's request header naming the data-parallel rank to run a request on (its OpenAI-compatible
+#: and ``/inference/v1/generate`` routes read it: ``_get_data_parallel_rank``).
+DP_RANK_HEADER = "X-data-parallel-rank"
+
+
+def rank_headers(req: EngineRequest) -> dict[str, str] | None:
+    """``{DP_RANK_HEADER: rank}`` for a request routed to a data-parallel rank (``req.dp_rank``), else None."""
+    return None if req.dp_rank is None else {DP_RANK_HEADER: str(req.dp_rank)}
 
 
 def map_status(status: int, body: bytes) -> EngineError:
@@ -453,15 +463,17 @@ class HTTPEngine:
         raise NotImplementedError
 
     @contextlib.asynccontextmanager
-    async def stream(self, path: str, body: dict[str, Any]) -> AsyncIterator[httpx.Response]:
-        """POST ``body`` to ``path`` and yield the streaming response (2xx only).
+    async def stream(self, path: str, body: dict[str, Any],
+                     headers: Mapping[str, str] | None = None) -> AsyncIterator[httpx.Response]:
+        """POST ``body`` to ``path`` (with ``headers`` besides the client's) and yield the streaming
+        response (2xx only).
 
         Raises:
             EngineError: connection refused / unreachable (``unavailable``), connect timeout
                 (``timeout``), an HTTP error status (:func:`map_status`).
         """
         request = self._client.build_request("POST", path, content=orjson.dumps(body),
-                                             headers={"content-type": "application/json"})
+                                             headers={"content-type": "application/json", **(headers or {})})
         try:
             response = await self._client.send(request, stream=True)
         except httpx.ConnectTimeout as exc:

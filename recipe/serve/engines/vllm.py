@@ -30,7 +30,8 @@ import orjson
 
 from recipe.conversation import ExtraSampling
 from recipe.serve.engines.base import VOCABULARY_PROBE, EngineDelta, EngineError, EngineInfo, EngineRequest
-from recipe.serve.engines.http import HTTPEngine, choice_list, count, error_frame, sse_objects, structured_output, token_ids
+from recipe.serve.engines.http import (HTTPEngine, choice_list, count, error_frame, rank_headers, sse_objects,
+                                        structured_output, token_ids)
 
 if TYPE_CHECKING:
     from recipe.schema.turn import OutputGrammar
@@ -167,7 +168,7 @@ class VLLMEngine(HTTPEngine):
         the request (its prompt and cached counts go on the last one)."""
         body = vllm_body(req, self.model, grammar, self.grammar_form)
         body.update(fields or {})
-        async with self.stream(self.path, body) as response:
+        async with self.stream(self.path, body, rank_headers(req)) as response:
             held: dict[int, EngineDelta] = {}
             prompt: int | None = None
             objects = sse_objects(response)
