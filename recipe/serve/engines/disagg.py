@@ -10,12 +10,11 @@ decode=vllm+http://D1 …`` makes one :class:`DisaggregatedEngine` of the role-t
   its load (requests in flight, the engine's own running and waiting requests and KV usage, scraped
   from its ``/metrics``);
 - a **decode** replica by load alone (the same rule with no cache credit: the KV cache arrives from
-  the prefill replica): requests in flight or running there, and its KV usage.
+  the prefill replica): requests in flight or running there, and its KV usage;
 
-Requests in flight count this frontend's and, with a shared load (``--shared-load``), every
-frontend's (the server syncs both pools' counts, :attr:`DisaggregatedEngine.pools`).
-
-and drives the engines' own disaggregation protocol:
+and drives the engines' own disaggregation protocol (requests in flight count this frontend's and,
+with a shared load, ``--shared-load``, every frontend's: the server syncs both pools' counts,
+:attr:`DisaggregatedEngine.pools`):
 
 **vLLM** (a KV connector that hands blocks over by ``kv_transfer_params``: NixlConnector, Mooncake,
 LMCache's; ``--kv-transfer-config '{"kv_connector": "NixlConnector", "kv_role": "kv_both"}'`` on
@@ -204,8 +203,7 @@ class DisaggregatedEngine:
             it = self._one(sub)
             try:
                 async for delta in it:
-                    keep = k == 0 or delta.cached_tokens is None
-                    await queue.put((k, replace(delta, index=k) if keep else replace(delta, index=k, cached_tokens=None)))
+                    await queue.put((k, replace(delta, index=k, cached_tokens=delta.cached_tokens if k == 0 else None)))
                 await queue.put((k, None))
             except Exception as exc:  # handed to the request's task
                 await queue.put((k, exc))
