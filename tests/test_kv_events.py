@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from array import array
 import logging
+import time
 from typing import Any
 
 import pytest
