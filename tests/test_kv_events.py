@@ -304,6 +304,36 @@ def test_a_restarted_publisher_is_a_reconnect_and_resyncs():
         pub.close()
 
 
+def test_a_batch_over_the_message_limit_is_never_read_and_the_replica_goes_on(caplog):
+    pub = Publisher()
+    try:
+        async def main():
+            index = MemoryPrefixIndex()
+            sub = await connected(pub, index, max_message_bytes=64 << 10)
+            sub.retry_seconds = 0.3
+            # ~360 KB: ZeroMQ ends the connection for good, in the live stream and in the replay
+            big = pub.publish(stored(OTHER, OTHER_HASHES), removed([2**63 + 1] * 40_000))
+            deadline = time.monotonic() + 30
+            while held_blocks(index, "r0", HASHES) < 2 and time.monotonic() < deadline:
+                pub.publish(stored(PROMPT[:2 * BS], HASHES[:2]))  # what a reconnected subscriber reads
+                await asyncio.sleep(0.2)
+            assert held_blocks(index, "r0", HASHES) == 2  # new sockets, the replica followed again
+            assert held_blocks(index, "r0", OTHER_HASHES) == 0  # the oversized batch was never applied
+            assert sub.connected and sub.next_seq is not None and sub.next_seq > big
+            assert "not reconnected within 0.3 s" in caplog.text
+            await sub.aclose()
+
+        asyncio.run(main())
+    finally:
+        pub.close()
+
+
+def test_the_message_limit_defaults_to_16_mib(pub):
+    from recipe.serve.kv_events import sink_for
+
+    assert KVEventSubscriber("r0", pub.source, sink_for(MemoryPrefixIndex())).max_message_bytes == 16 << 20
+
+
 def test_a_joining_subscriber_replays_the_history(pub):
     pub.publish(stored(PROMPT[:4 * BS], HASHES))
     pub.publish(removed(HASHES[3:]))

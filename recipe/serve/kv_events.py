@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -288,6 +289,12 @@ class KVEventSubscriber:
         replay_timeout: seconds to wait for each replay answer before the gap counts as unfillable.
         hwm: the SUB socket's receive high-water mark (messages queued; past it ZeroMQ drops, and
             the sequence gap is filled from the replay socket).
+        max_message_bytes: the largest message the SUB and replay sockets accept (ZeroMQ's
+            ``MAXMSGSIZE``). ZeroMQ ends a connection that sends a larger one for good; the
+            subscriber then starts its sockets over after ``retry_seconds`` (its batch a gap, as after
+            any reconnect). With ``hwm`` it bounds what a publisher can make the subscriber queue:
+            ``hwm`` x ``max_message_bytes``. vLLM's batches are one scheduler step's blocks:
+            kilobytes, a megabyte or so for a very long prefill.
         on_state: called with the subscriber after its :attr:`exact` may have changed (metrics).
         rank: the data-parallel rank it follows (its batches must say so), or None: a replica
             without data-parallel ranks (rank 0's batches).
@@ -300,16 +307,18 @@ class KVEventSubscriber:
             runs more data-parallel ranks than its spec names (:meth:`engine_ranks`); logged once,
             and the replica's cache is then read from the estimate.
         index_stale: a write to the index failed; cleared by the next successful clear of the replica.
-        retry_seconds: after a socket error, seconds before following the replica again.
+        retry_seconds: after a socket error, or that long disconnected, seconds before following
+            the replica again with new sockets.
     """
 
     def __init__(self, replica: str, source: KVEventsSource, sink: BlockSink, *, max_blocks: int = 1 << 21,
-                 replay_timeout: float = 2.0, hwm: int = 10_000,
+                 replay_timeout: float = 2.0, hwm: int = 10_000, max_message_bytes: int = 16 << 20,
                  on_state: Callable[[KVEventSubscriber], None] | None = None, rank: int | None = None) -> None:
         self.replica, self.source, self.sink, self.rank = replica, source, sink, rank
         self.wrong_rank = False
         self.blocks = ReplicaBlocks(max_blocks)
         self.replay_timeout, self.hwm, self.on_state = replay_timeout, hwm, on_state
+        self.max_message_bytes = max_message_bytes
         self.next_seq: int | None = None
         self.connected = False
         self.mismatch = False
@@ -408,6 +417,7 @@ class KVEventSubscriber:
         self._ctx = zmq.asyncio.Context()
         sub = self._ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.RCVHWM, self.hwm)
+        sub.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         sub.setsockopt(zmq.LINGER, 0)
         sub.setsockopt(zmq.SUBSCRIBE, self.source.topic.encode("utf-8"))
         monitor = sub.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
@@ -415,14 +425,22 @@ class KVEventSubscriber:
         poller = zmq.asyncio.Poller()
         poller.register(sub, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
+        lost: float | None = None  # when the connection went
         try:
             while True:
-                ready = dict(await poller.poll())
+                wait = None if lost is None else max(0.0, lost + self.retry_seconds - time.monotonic())
+                ready = dict(await poller.poll(None if wait is None else int(wait * 1000) + 1))
+                if not ready and lost is not None and time.monotonic() >= lost + self.retry_seconds:
+                    # ZeroMQ reconnects after a network error, never after a protocol error (a
+                    # message over max_message_bytes): start over with new sockets
+                    raise ConnectionError(f"not reconnected within {self.retry_seconds:.1f} s")
                 if monitor in ready:
                     event = parse_monitor_message(await monitor.recv_multipart())["event"]
                     if event == zmq.EVENT_CONNECTED:
+                        lost = None
                         await self._connected()
                     elif event == zmq.EVENT_DISCONNECTED and self.connected:
+                        lost = time.monotonic()
                         self.connected = False
                         _log.warning("kv events of %s: disconnected from %s", self.replica, self.source.endpoint)
                         self._changed()
@@ -515,6 +533,7 @@ class KVEventSubscriber:
         if self._dealer is None:
             self._dealer = self._ctx.socket(zmq.DEALER)
             self._dealer.setsockopt(zmq.LINGER, 0)
+            self._dealer.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
             self._dealer.connect(self.source.replay)
         dealer = self._dealer
         await dealer.send_multipart([b"", start.to_bytes(8, "big")])
