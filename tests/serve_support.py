@@ -96,11 +96,12 @@ def running(app: Any, graceful: float = 2.0, config_of: Any = uvicorn_config, lo
 
 
 @contextmanager
-def cli_server(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``python -m recipe serve --port 0 ARGS…`` as a subprocess; yields (url, process). Stopped with
-    SIGTERM (then killed) at the end of the block."""
-    cmd = [sys.executable, "-m", "recipe", "serve", "--host", "127.0.0.1", "--port", "0", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def serve_process(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+                  timeout: float = 30.0) -> Iterator[tuple[str, subprocess.Popen, str]]:
+    """``cmd``, a ``recipe serve`` command line on port 0, as a subprocess; yields (url, process, its
+    first line: "listening on URL …"). RuntimeError with its stderr when it does not start. Stopped
+    with SIGTERM (then killed) at the end of the block."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
                             env={**os.environ, **(env or {})})
     try:
         line = ""
@@ -114,7 +115,7 @@ def cli_server(*args: str, env: dict[str, str] | None = None, timeout: float = 3
             proc.kill()
             out, err = proc.communicate(timeout=10)
             raise RuntimeError(f"recipe serve did not start: {line!r} {err[-2000:]!r}")
-        yield m.group(1), proc
+        yield m.group(1), proc, line
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -126,6 +127,15 @@ def cli_server(*args: str, env: dict[str, str] | None = None, timeout: float = 3
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+@contextmanager
+def cli_server(*args: str, env: dict[str, str] | None = None, timeout: float = 30.0) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``python -m recipe serve --port 0 ARGS…`` as a subprocess (:func:`serve_process`); yields
+    (url, process)."""
+    cmd = [sys.executable, "-m", "recipe", "serve", "--host", "127.0.0.1", "--port", "0", *args]
+    with serve_process(cmd, env=env, timeout=timeout) as (url, proc, _):
+        yield url, proc
 
 
 def wait_until(check: Any, within: float, step: float = 0.02) -> bool:

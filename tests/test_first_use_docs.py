@@ -27,6 +27,7 @@ import pytest
 
 import recipe
 from recipe.cli.main import build_parser
+from serve_support import serve_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -88,25 +89,8 @@ def options_of(*command: str) -> set[str]:
 def recipe_serve(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Iterator[tuple[str, str]]:
     """``recipe serve ARGS…`` on 127.0.0.1 port 0 as a subprocess; yields (url, its first line)."""
     cmd = [*_recipe_command(), "serve", *args, "--host", "127.0.0.1", "--port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
-                            env={**os.environ, **(env or {})})
-    try:
-        line = proc.stdout.readline()
-        m = re.search(r"listening on (http://\S+)", line)
-        if m is None:
-            proc.kill()
-            raise RuntimeError(f"recipe serve did not start: {line!r} {proc.communicate(timeout=10)[1][-2000:]!r}")
-        yield m.group(1), line
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        for pipe in (proc.stdout, proc.stderr):
-            pipe.close()
+    with serve_process(cmd, cwd=cwd, env=env) as (url, _, line):
+        yield url, line
 
 
 # --------------------------------------------------------------------------------------------
